@@ -1,0 +1,89 @@
+"""Argument checks shared by attn_core: every bad input becomes a ``ValueError`` that
+names the argument, the value it got and what is allowed, before torch sees it."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import Tensor
+
+
+def fail(name: str, value: object, allowed: str) -> None:
+    raise ValueError(f"{name}={value!r} is invalid: {allowed}")
+
+
+def check_choice(name: str, value: object, choices: Iterable[str]) -> None:
+    choices = tuple(choices)
+    if value not in choices:
+        fail(name, value, "expected one of " + ", ".join(repr(c) for c in choices))
+
+
+def check_tensor(name: str, t: object, ndim: int | tuple[int, ...], layout: str) -> Tensor:
+    if not isinstance(t, Tensor):
+        fail(name, type(t).__name__, f"expected a torch.Tensor of shape {layout}")
+    ndims = (ndim,) if isinstance(ndim, int) else ndim
+    if t.dim() not in ndims:
+        raise ValueError(f"{name} has shape {tuple(t.shape)}: expected {layout}")
+    return t
+
+
+def check_window(window: object) -> None:
+    if window is None:
+        return
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        fail("window", window, "expected None (full attention) or an int >= 0")
+
+
+def check_dropout(p: object, name: str = "dropout_p") -> None:
+    if not isinstance(p, (int, float)) or not 0.0 <= float(p) < 1.0:
+        fail(name, p, "expected a float in [0, 1)")
+
+
+def check_scale(scale: object) -> None:
+    if scale is not None and (not isinstance(scale, (int, float)) or scale <= 0):
+        fail("scale", scale, "expected None (1/sqrt(head_dim)) or a positive float")
+
+
+def check_same(name: str, tensors: dict[str, Tensor], attr: str) -> None:
+    values = {k: getattr(t, attr) for k, t in tensors.items()}
+    if len(set(values.values())) > 1:
+        desc = ", ".join(f"{k}.{attr}={v}" for k, v in values.items())
+        raise ValueError(f"{name}: {desc}; q, k and v must share {attr}")
+
+
+def check_key_padding_mask(kpm: object, batch: int, k_len: int) -> Tensor | None:
+    if kpm is None:
+        return None
+    check_tensor("key_padding_mask", kpm, 2, f"(B, Lk) = ({batch}, {k_len}) bool, True = real token")
+    assert isinstance(kpm, Tensor)
+    if kpm.dtype != torch.bool:
+        raise ValueError(
+            f"key_padding_mask has dtype {kpm.dtype}: expected torch.bool with True = real token"
+        )
+    if tuple(kpm.shape) != (batch, k_len):
+        raise ValueError(
+            f"key_padding_mask has shape {tuple(kpm.shape)}: expected (B, Lk) = ({batch}, {k_len})"
+        )
+    return kpm
+
+
+def check_edge_index(edge_index: object, num_src: int, num_dst: int) -> Tensor:
+    check_tensor("edge_index", edge_index, 2, "(2, E) integer tensor, row 0 = source, row 1 = target")
+    assert isinstance(edge_index, Tensor)
+    if edge_index.shape[0] != 2:
+        raise ValueError(
+            f"edge_index has shape {tuple(edge_index.shape)}: expected (2, E), row 0 = source, row 1 = target"
+        )
+    if edge_index.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"edge_index has dtype {edge_index.dtype}: expected torch.long")
+    if edge_index.numel():
+        lo = int(edge_index.min())
+        src_max, dst_max = int(edge_index[0].max()), int(edge_index[1].max())
+        if lo < 0 or src_max >= num_src or dst_max >= num_dst:
+            raise ValueError(
+                f"edge_index out of range: sources span [{int(edge_index[0].min())}, {src_max}] "
+                f"(allowed [0, {num_src - 1}]), targets span [{int(edge_index[1].min())}, {dst_max}] "
+                f"(allowed [0, {num_dst - 1}])"
+            )
+    return edge_index

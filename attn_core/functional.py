@@ -1,0 +1,275 @@
+"""The attention maths: one function for sequences, with full and truncated patterns.
+
+``attention`` dispatches to one of three implementations of the same maths:
+
+* full attention: ``F.scaled_dot_product_attention`` (fused kernels where torch has them);
+* truncated attention on CPU (or when FlexAttention is unavailable): a blocked
+  implementation that cuts the queries into blocks of ``bs`` rows and gives each
+  block only the ``bs + 2w`` keys it can see, so time and memory are O(L * w);
+* truncated attention on CUDA: FlexAttention with a block-sparse mask.
+
+``reference_attention`` is the plain dense maths every path is tested against.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from attn_core import _validate as V
+from attn_core.masks import causal_mask, mask_to_bias, window_mask
+
+__all__ = ["attention", "reference_attention", "attention_probs"]
+
+
+# --------------------------------------------------------------------------- reference maths
+def attention_probs(q: Tensor, k: Tensor, mask: Tensor | None = None, scale: float | None = None) -> Tensor:
+    """``softmax(q k^T * scale)`` restricted to ``mask`` (bool, broadcastable to ``(..., Lq, Lk)``,
+    ``True`` = may attend). Masked entries are exactly 0; a row with nothing to attend is all 0."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (..., Lq, Lk)
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    probs = torch.softmax(scores + mask_to_bias(mask, scores.dtype), dim=-1)
+    return probs.masked_fill(~mask, 0.0)
+
+
+def reference_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale: float | None = None
+) -> Tensor:
+    """Dense ``softmax(q k^T / sqrt(d), masked) v`` for tests and teaching; O(Lq * Lk) memory.
+
+    Rows whose mask is all ``False`` return zeros."""
+    return torch.matmul(attention_probs(q, k, mask, scale), v)
+
+
+# --------------------------------------------------------------------------- public entry point
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool = False,
+    window: int | None = None,
+    key_padding_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+    need_weights: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Scaled dot-product attention over sequences.
+
+    Args:
+        q: ``(B, H, Lq, D)``; k: ``(B, H, Lk, D)``; v: ``(B, H, Lk, Dv)``.
+        causal: query ``i`` sees keys ``j <= i`` (top-left aligned, as SDPA).
+        window: ``None`` for full attention, else ``w >= 0``: query ``i`` sees ``|i - j| <= w``.
+            Runs in O(L * w) time and memory; never builds an ``Lq x Lk`` tensor.
+        key_padding_mask: ``(B, Lk)`` bool, ``True`` = real token.
+        dropout_p: dropout on the attention probabilities. Applied whenever > 0, exactly
+            like SDPA: modules pass ``p if self.training else 0``.
+        scale: defaults to ``1 / sqrt(D)``.
+        need_weights: also return the ``(B, H, Lq, Lk)`` probabilities (before dropout).
+            This materialises the dense matrix, so use it for inspection, not speed.
+
+    Returns ``out (B, H, Lq, Dv)`` or ``(out, weights)``. Query rows with nothing to
+    attend (all keys padded, or outside the window) are zeros, never NaN.
+    """
+    _check_inputs(q, k, v, window, key_padding_mask, dropout_p, scale)
+    b, _, lq, _ = q.shape
+    lk = k.shape[2]
+    if window is not None and window >= max(lq, lk) - 1:
+        window = None  # the window covers every pair: identical to full attention
+
+    if need_weights:
+        mask = _dense_mask(b, lq, lk, causal, window, key_padding_mask, q.device)
+        probs = attention_probs(q, k, mask, scale)  # (B, H, Lq, Lk)
+        dropped = F.dropout(probs, dropout_p) if dropout_p > 0 else probs
+        return torch.matmul(dropped, v), probs
+    if window is None:
+        return _full_attention(q, k, v, causal, key_padding_mask, dropout_p, scale)
+    if q.is_cuda and dropout_p == 0.0 and _flex_available():
+        return _window_attention_flex(q, k, v, window, causal, key_padding_mask, scale, compiled=True)
+    return _window_attention_blocked(q, k, v, window, causal, key_padding_mask, dropout_p, scale)
+
+
+def _check_inputs(q, k, v, window, kpm, dropout_p, scale) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        V.check_tensor(name, t, 4, "(B, H, L, D)")
+    V.check_same("attention", {"q": q, "k": k, "v": v}, "dtype")
+    V.check_same("attention", {"q": q, "k": k, "v": v}, "device")
+    if q.shape[:2] != k.shape[:2] or k.shape[:2] != v.shape[:2]:
+        raise ValueError(
+            f"q, k, v disagree on (B, H): q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q has head dim {q.shape[-1]} but k has {k.shape[-1]}: they must match")
+    if k.shape[2] != v.shape[2]:
+        raise ValueError(f"k has length {k.shape[2]} but v has {v.shape[2]}: they must match")
+    V.check_window(window)
+    V.check_key_padding_mask(kpm, k.shape[0], k.shape[2])
+    V.check_dropout(dropout_p)
+    V.check_scale(scale)
+
+
+def _dense_mask(b, lq, lk, causal, window, kpm, device) -> Tensor | None:
+    """The full ``(B|1, 1, Lq, Lk)`` mask for the dense paths (``None`` = attend everywhere)."""
+    mask = None
+    if window is not None:
+        mask = window_mask(lq, lk, window, causal=causal, device=device)
+    elif causal:
+        mask = causal_mask(lq, lk, device=device)
+    if mask is not None:
+        mask = mask[None, None]  # (1, 1, Lq, Lk)
+    if kpm is not None:
+        pad = kpm[:, None, None, :]  # (B, 1, 1, Lk)
+        mask = pad if mask is None else mask & pad
+    return mask
+
+
+def _sdpa_safe(q, k, v, mask: Tensor, dropout_p: float, scale) -> Tensor:
+    """SDPA with a boolean mask, where fully masked rows give 0 (and 0 gradient), never NaN:
+    such rows are let attend everywhere and their output is zeroed afterwards."""
+    row_ok = mask.any(dim=-1, keepdim=True)  # (..., Lq, 1)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask | ~row_ok, dropout_p=dropout_p, scale=scale
+    )
+    return out.masked_fill(~row_ok, 0.0)
+
+
+# --------------------------------------------------------------------------- full attention
+def _full_attention(q, k, v, causal, kpm, dropout_p, scale) -> Tensor:
+    if kpm is None:
+        # No mask tensor at all: SDPA picks its fused kernel (flash/efficient on GPU, flash on CPU).
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal, scale=scale)
+    mask = _dense_mask(q.shape[0], q.shape[2], k.shape[2], causal, None, kpm, q.device)
+    return _sdpa_safe(q, k, v, mask, dropout_p, scale)
+
+
+# --------------------------------------------------------------------------- truncated: blocked
+def block_size_for(window: int) -> int:
+    """Query rows per block: ``bs >= w`` keeps each block's keys inside one span of ``bs + 2w``.
+    Too small a block wastes time in many tiny matmuls, too large one computes masked pairs."""
+    return max(32, min(window, 256))
+
+
+def _window_attention_blocked(q, k, v, window, causal, kpm, dropout_p, scale) -> Tensor:
+    """Truncated attention in O(L * w): query block ``b`` (rows ``b*bs .. b*bs+bs-1``) attends to
+    the ``nk = bs + 2w`` keys starting at ``b*bs - w`` (``bs + w`` keys when causal)::
+
+        keys   ... [b*bs - w ............................ b*bs + bs - 1 + w] ...
+        block b          [b*bs ........ b*bs + bs - 1]
+    """
+    b, h, lq, d = q.shape
+    lk, dv = k.shape[2], v.shape[-1]
+    w = window
+    bs = block_size_for(w)
+    nb = -(-lq // bs)  # query blocks
+    span = bs + 2 * w  # keys a block may see
+    nk = bs + w if causal else span
+
+    # Queries: pad to nb*bs rows, then fold blocks into the batch.  (B*nb, H, bs, D)
+    qb = F.pad(q, (0, 0, 0, nb * bs - lq)).view(b, h, nb, bs, d).transpose(1, 2).reshape(b * nb, h, bs, d)
+    # Keys/values: original key j sits at padded index j + w; block b reads [b*bs, b*bs + span).
+    used = min(lk, nb * bs + w)
+    pad_front, pad_back = w, nb * bs + 2 * w - w - used
+
+    def blocks(x: Tensor) -> Tensor:  # (B, H, Lk, E) -> (B*nb, H, nk, E)
+        xp = F.pad(x[:, :, :used], (0, 0, pad_front, pad_back))
+        xb = xp.unfold(2, span, bs)[..., :nk]  # (B, H, nb, E, nk), a view
+        return xb.permute(0, 2, 1, 4, 3).reshape(b * nb, h, nk, x.shape[-1])
+
+    kb, vb = blocks(k), blocks(v)
+
+    # Mask (B|1, nb, bs, nk): band (depends only on the offsets) & key exists & key is real.
+    i = torch.arange(bs, device=q.device)[:, None]
+    c = torch.arange(nk, device=q.device)[None, :]
+    rel = i - c + w  # i_abs - j_abs inside a block
+    band = rel.abs() <= w
+    if causal:
+        band &= rel >= 0
+    j_abs = (torch.arange(nb, device=q.device) * bs - w)[:, None, None] + c  # (nb, 1, nk)
+    mask = band & (j_abs >= 0) & (j_abs < lk)  # (nb, bs, nk)
+    mask = mask[None]  # (1, nb, bs, nk)
+    if kpm is not None:
+        kp = F.pad(kpm[:, :used], (pad_front, pad_back), value=False)  # (B, nb*bs + 2w)
+        kp = kp.unfold(1, span, bs)[..., :nk]  # (B, nb, nk)
+        mask = mask & kp[:, :, None, :]  # (B, nb, bs, nk)
+    mask = mask.expand(b, nb, bs, nk).reshape(b * nb, 1, bs, nk)
+
+    out = _sdpa_safe(qb, kb, vb, mask, dropout_p, scale)  # (B*nb, H, bs, Dv)
+    out = out.view(b, nb, h, bs, dv).transpose(1, 2).reshape(b, h, nb * bs, dv)
+    return out[:, :, :lq]
+
+
+# --------------------------------------------------------------------------- truncated: flex
+@functools.lru_cache(maxsize=1)
+def _flex_available() -> bool:
+    try:
+        from torch.nn.attention import flex_attention  # noqa: F401
+    except ImportError:  # torch < 2.5
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled_flex():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def _band_mask_mod(window: int, causal: bool, kpm: Tensor | None):
+    def mask_mod(b, h, q_idx, kv_idx):
+        m = (q_idx - kv_idx).abs() <= window
+        if causal:
+            m = m & (kv_idx <= q_idx)
+        if kpm is not None:
+            m = m & kpm[b, kv_idx]
+        return m
+
+    return mask_mod
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_band_block_mask(lq: int, lk: int, window: int, causal: bool, device: str, compiled: bool):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask(
+        _band_mask_mod(window, causal, None), None, None, lq, lk, device=device, _compile=compiled
+    )
+
+
+def _window_rows_ok(lq: int, lk: int, window: int, causal: bool, kpm: Tensor | None, device) -> Tensor:
+    """``(B|1, 1, Lq, 1)``: whether query row ``i`` has at least one key to attend. O(B * L)."""
+    i = torch.arange(lq, device=device)
+    lo = (i - window).clamp(min=0)
+    hi = (i if causal else i + window).clamp(max=lk - 1)  # inclusive
+    if kpm is None:
+        ok = (lo <= hi)[None]
+    else:
+        cs = F.pad(kpm.long().cumsum(-1), (1, 0))  # (B, Lk + 1): real keys before index
+        ok = (lo <= hi)[None] & (cs[:, (hi + 1).clamp(min=0)] - cs[:, lo.clamp(max=lk)] > 0)
+    return ok[:, None, :, None]
+
+
+def _window_attention_flex(q, k, v, window, causal, kpm, scale, *, compiled: bool) -> Tensor:
+    """Truncated attention with FlexAttention block masks: blocks outside the band are skipped.
+
+    ``compiled=False`` runs FlexAttention eagerly (dense under the hood): used by the CPU tests
+    to check the mask logic; the CUDA path compiles it into a fused kernel."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    b, _, lq, _ = q.shape
+    lk = k.shape[2]
+    if kpm is None:
+        block_mask = _cached_band_block_mask(lq, lk, window, causal, str(q.device), compiled)
+    else:
+        block_mask = create_block_mask(
+            _band_mask_mod(window, causal, kpm), b, None, lq, lk, device=q.device, _compile=compiled
+        )
+    fn = _compiled_flex() if compiled else flex_attention
+    out = fn(q, k, v, block_mask=block_mask, scale=scale)
+    return out.masked_fill(~_window_rows_ok(lq, lk, window, causal, kpm, q.device), 0.0)

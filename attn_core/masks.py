@@ -1,0 +1,119 @@
+"""Attention masks as named pure functions.
+
+One convention everywhere in attnbench: a mask is a boolean tensor and ``True``
+means *may attend* (the convention of ``F.scaled_dot_product_attention``).
+Conversion to an additive bias happens in :func:`mask_to_bias` and nowhere else.
+
+These builders return dense masks. The fast paths in :mod:`attn_core.functional`
+never build an ``L x L`` mask for truncated attention; the dense builders exist
+for the reference maths, for tests and for teaching.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "causal_mask",
+    "window_mask",
+    "padding_mask",
+    "graph_mask",
+    "combine_masks",
+    "mask_to_bias",
+]
+
+
+def causal_mask(q_len: int, k_len: int | None = None, *, device=None) -> Tensor:
+    """Query ``i`` may attend key ``j`` iff ``j <= i`` (top-left aligned, as SDPA's ``is_causal``).
+
+    ``causal_mask(4)``::
+
+        q\\k 0 1 2 3
+         0   1 0 0 0
+         1   1 1 0 0
+         2   1 1 1 0
+         3   1 1 1 1
+
+    Returns a ``(q_len, k_len)`` bool tensor.
+    """
+    k_len = q_len if k_len is None else k_len
+    i = torch.arange(q_len, device=device)[:, None]
+    j = torch.arange(k_len, device=device)[None, :]
+    return j <= i
+
+
+def window_mask(
+    q_len: int, k_len: int | None = None, window: int = 1, *, causal: bool = False, device=None
+) -> Tensor:
+    """Truncated (local) attention: query ``i`` sees key ``j`` iff ``|i - j| <= window``.
+
+    With ``causal=True`` also ``j <= i``. ``window_mask(5, window=1)``::
+
+        q\\k 0 1 2 3 4
+         0   1 1 0 0 0
+         1   1 1 1 0 0
+         2   0 1 1 1 0
+         3   0 0 1 1 1
+         4   0 0 0 1 1
+
+    Returns a ``(q_len, k_len)`` bool tensor.
+    """
+    k_len = q_len if k_len is None else k_len
+    i = torch.arange(q_len, device=device)[:, None]
+    j = torch.arange(k_len, device=device)[None, :]
+    m = (i - j).abs() <= window
+    if causal:
+        m &= j <= i
+    return m
+
+
+def padding_mask(key_padding_mask: Tensor, q_len: int) -> Tensor:
+    """Broadcast a ``(B, Lk)`` key mask (``True`` = real token) to ``(B, 1, q_len, Lk)``.
+
+    Keys ``2, 3`` of this sequence are padding::
+
+        key_padding_mask = [1 1 0 0]
+        q\\k 0 1 2 3
+         0   1 1 0 0
+         1   1 1 0 0
+         ...
+    """
+    b, lk = key_padding_mask.shape
+    return key_padding_mask[:, None, None, :].expand(b, 1, q_len, lk)
+
+
+def graph_mask(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Dense ``(N, N)`` adjacency mask from a PyG ``edge_index`` (row 0 = source j, row 1 = target i).
+
+    Node ``i`` attends to its in-neighbours: ``mask[i, j] = True`` iff edge ``j -> i``.
+    Edges ``0->1, 1->2, 2->1``::
+
+        i\\j 0 1 2
+         0   0 0 0      (no in-edges: attends to nothing, output is zero)
+         1   1 0 1
+         2   0 1 0
+
+    O(N^2): for tests and small graphs only; :func:`attn_core.graph_attention` is O(E).
+    """
+    m = torch.zeros(num_nodes, num_nodes, dtype=torch.bool, device=edge_index.device)
+    m[edge_index[1], edge_index[0]] = True
+    return m
+
+
+def combine_masks(*masks: Tensor | None) -> Tensor | None:
+    """Logical AND of the given masks (``None`` entries are ignored; all ``None`` gives ``None``)."""
+    out: Tensor | None = None
+    for m in masks:
+        if m is None:
+            continue
+        out = m if out is None else out & m
+    return out
+
+
+def mask_to_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """The one place a boolean mask becomes an additive bias: ``0`` where allowed, the
+    most negative finite value of ``dtype`` where not (finite, so fully masked rows give
+    a uniform softmax instead of NaN; callers zero those rows)."""
+    bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return bias.masked_fill_(~mask, torch.finfo(dtype).min)
