@@ -1,0 +1,140 @@
+"""``graph_attention`` against dense masked attention (values and gradients)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch_geometric.utils import coalesce
+
+from attn_core import add_self_loops, additive_score, attention, graph_attention, graph_mask, reference_attention
+from attn_core import graph as graph_mod
+
+
+def _graph(n, e, seed, n_src=None):
+    g = torch.Generator().manual_seed(seed)
+    n_src = n if n_src is None else n_src
+    ei = torch.stack([torch.randint(0, n_src, (e,), generator=g), torch.randint(0, n, (e,), generator=g)])
+    return coalesce(ei)  # unique edges: the dense mask cannot count duplicates
+
+
+def _nodes(n, h, d, seed, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, h, d, generator=g, dtype=torch.float64).to(dtype).requires_grad_()
+
+
+def _dense(q, k, v, edge_index):
+    """Dense attention with the adjacency as mask, heads first: the plain reference."""
+    mask = torch.zeros(q.shape[0], k.shape[0], dtype=torch.bool)
+    mask[edge_index[1], edge_index[0]] = True
+    out = reference_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), mask)
+    return out.transpose(0, 1)
+
+
+@pytest.mark.parametrize("n,e", [(5, 8), (40, 300), (120, 2000)])
+def test_graph_attention_equals_dense_masked_values_and_grads(n, e):
+    ei = _graph(n, e, seed=n)
+    q, k, v = _nodes(n, 3, 8, 1), _nodes(n, 3, 8, 2), _nodes(n, 3, 5, 3)
+    out = graph_attention(q, k, v, ei)
+    ref = _dense(q, k, v, ei)
+    torch.testing.assert_close(out, ref, atol=1e-12, rtol=0)
+    go = torch.randn_like(out)
+    for g, w in zip(torch.autograd.grad(out, (q, k, v), go), torch.autograd.grad(ref, (q, k, v), go)):
+        torch.testing.assert_close(g, w, atol=1e-12, rtol=0)
+
+
+def test_bipartite_sources_and_targets():
+    ei = _graph(20, 90, seed=4, n_src=35)
+    q, k, v = _nodes(20, 2, 4, 1), _nodes(35, 2, 4, 2), _nodes(35, 2, 6, 3)
+    torch.testing.assert_close(graph_attention(q, k, v, ei), _dense(q, k, v, ei), atol=1e-12, rtol=0)
+
+
+def test_chunked_kernels_gradcheck(monkeypatch):
+    monkeypatch.setattr(graph_mod, "_CHUNK_ELEMENTS", 1)  # force many chunks (1024 edges each)
+    ei = _graph(60, 3000, seed=5)
+    q, k, v = _nodes(60, 2, 3, 1), _nodes(60, 2, 3, 2), _nodes(60, 2, 3, 3)
+    assert torch.autograd.gradcheck(lambda a, b, c: graph_attention(a, b, c, ei), (q, k, v))
+    assert torch.autograd.gradcheck(lambda a, b, c: graph_attention(a, b, c, ei, score="additive"), (q, k, v))
+
+
+def test_complete_graph_equals_full_attention():
+    n = 17
+    idx = torch.arange(n)
+    ei = torch.stack([idx.repeat_interleave(n), idx.repeat(n)])  # every j -> i, self-loops included
+    q, k, v = _nodes(n, 2, 8, 1), _nodes(n, 2, 8, 2), _nodes(n, 2, 8, 3)
+    full = attention(q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None])[0].transpose(0, 1)
+    torch.testing.assert_close(graph_attention(q, k, v, ei), full, atol=1e-12, rtol=0)
+
+
+def test_isolated_nodes_are_zero_and_need_weights_sum_to_one():
+    ei = torch.tensor([[0, 1, 2, 1], [1, 2, 1, 0]])  # node 3 has no in-edges
+    q, k, v = _nodes(4, 2, 4, 1), _nodes(4, 2, 4, 2), _nodes(4, 2, 4, 3)
+    out, w = graph_attention(q, k, v, ei, need_weights=True)
+    assert (out[3] == 0).all() and (out[:3].abs() > 0).all()
+    sums = torch.zeros(4, 2, dtype=w.dtype).index_add_(0, ei[1], w)
+    torch.testing.assert_close(sums[:3], torch.ones(3, 2, dtype=w.dtype))
+    gq, gk, gv = torch.autograd.grad(out.sum(), (q, k, v))
+    assert torch.isfinite(gq).all() and (gq[3] == 0).all() and (gv[3] == 0).all()  # node 3 is nobody's source
+
+
+def test_additive_score_is_gat():
+    """With q = Wh * a_dst, k = Wh * a_src, the additive score is GAT's LeakyReLU(a^T [Wh_i || Wh_j])."""
+    torch.manual_seed(0)
+    n, h, d = 6, 2, 3
+    wh = torch.randn(n, h, d, dtype=torch.float64)
+    a_dst, a_src = torch.randn(h, d, dtype=torch.float64), torch.randn(h, d, dtype=torch.float64)
+    ei = torch.tensor([[0, 1, 2, 3, 4, 5, 0], [1, 2, 3, 4, 5, 0, 2]])
+    logits = additive_score(wh * a_dst, wh * a_src, ei)
+    for e in range(ei.shape[1]):
+        j, i = ei[:, e]
+        for hh in range(h):
+            cat = torch.cat([wh[i, hh], wh[j, hh]])
+            want = torch.nn.functional.leaky_relu((torch.cat([a_dst[hh], a_src[hh]]) * cat).sum(), 0.2)
+            torch.testing.assert_close(logits[e, hh], want)
+
+
+def test_custom_score_and_dense_mask_builder_agree():
+    ei = _graph(10, 30, seed=8)
+    q, k, v = _nodes(10, 1, 4, 1), _nodes(10, 1, 4, 2), _nodes(10, 1, 4, 3)
+    custom = graph_attention(q, k, v, ei, score=lambda a, b, e: (a[e[1]] * b[e[0]]).sum(-1), scale=0.5)
+    ref = reference_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), graph_mask(ei, 10), scale=0.5)
+    torch.testing.assert_close(custom, ref.transpose(0, 1), atol=1e-12, rtol=0)
+
+
+def test_add_self_loops_gives_each_node_one_loop():
+    ei = torch.tensor([[0, 1, 1], [1, 1, 2]])
+    out = add_self_loops(ei, 4)
+    loops = out[:, out[0] == out[1]]
+    assert sorted(loops[0].tolist()) == [0, 1, 2, 3]
+    assert out.shape[1] == 2 + 4  # 0->1, 1->2 kept; old 1->1 replaced
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 5e-2)])
+def test_low_precision(dtype, tol):
+    ei = _graph(50, 400, seed=2)
+    q, k, v = _nodes(50, 2, 8, 1), _nodes(50, 2, 8, 2), _nodes(50, 2, 8, 3)
+    ref = _dense(q, k, v, ei)
+    out = graph_attention(q.detach().to(dtype), k.detach().to(dtype), v.detach().to(dtype), ei)
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.double(), ref.detach(), atol=tol, rtol=tol)
+
+
+BAD = [
+    (dict(edge_index=torch.tensor([[0, 1], [1, 9]])), "edge_index out of range"),
+    (dict(edge_index=torch.tensor([[0, -1], [1, 2]])), "edge_index out of range"),
+    (dict(edge_index=torch.tensor([[0, 1, 2]])), "edge_index has shape"),
+    (dict(edge_index=torch.tensor([[0.0, 1.0], [1.0, 2.0]])), "edge_index has dtype"),
+    (dict(q=torch.randn(5, 4)), "q has shape"),
+    (dict(k=torch.randn(5, 3, 4)), "heads"),
+    (dict(k=torch.randn(5, 2, 3), v=torch.randn(5, 2, 3)), "head dim"),
+    (dict(score="cosine"), "score='cosine'"),
+    (dict(num_nodes=7), "num_nodes=7"),
+]
+
+
+@pytest.mark.parametrize("override,match", BAD)
+def test_bad_input_raises_clear_value_error(override, match):
+    args = dict(q=torch.randn(5, 2, 4), k=torch.randn(5, 2, 4), v=torch.randn(5, 2, 4), edge_index=torch.tensor([[0, 1], [1, 2]]))
+    kwargs = {k: override.pop(k) for k in list(override) if k not in args}
+    args.update(override)
+    with pytest.raises(ValueError, match=match):
+        graph_attention(args["q"], args["k"], args["v"], args["edge_index"], **kwargs)
