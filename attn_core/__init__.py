@@ -6,9 +6,17 @@ graph nodes ``(N, H, D)``; ``edge_index`` ``(2, E)`` with row 0 = source ``j`` a
 row 1 = target ``i`` (node ``i`` attends to its in-neighbours).
 """
 
-from attn_core.functional import attention, attention_probs, reference_attention
+from attn_core.functional import attention, attention_probs, masked_softmax, reference_attention
 from attn_core.graph import add_self_loops, additive_score, dot_score, graph_attention
 from attn_core.multihead import PATTERNS, MultiHeadAttention
+from attn_core.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from attn_core.rnn_attention import AdditiveAttention, LuongAttention
+from attn_core.transformer import (
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from attn_core.masks import (
     causal_mask,
     combine_masks,
@@ -27,6 +35,15 @@ __all__ = [
     "PATTERNS",
     "attention",
     "attention_probs",
+    "masked_softmax",
+    "AdditiveAttention",
+    "LuongAttention",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEmbedding",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerDecoder",
     "reference_attention",
     "causal_mask",
     "combine_masks",

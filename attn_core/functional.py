@@ -23,19 +23,24 @@ from torch import Tensor
 from attn_core import _validate as V
 from attn_core.masks import causal_mask, mask_to_bias, window_mask
 
-__all__ = ["attention", "reference_attention", "attention_probs"]
+__all__ = ["attention", "reference_attention", "attention_probs", "masked_softmax"]
 
 
 # --------------------------------------------------------------------------- reference maths
-def attention_probs(q: Tensor, k: Tensor, mask: Tensor | None = None, scale: float | None = None) -> Tensor:
-    """``softmax(q k^T * scale)`` restricted to ``mask`` (bool, broadcastable to ``(..., Lq, Lk)``,
-    ``True`` = may attend). Masked entries are exactly 0; a row with nothing to attend is all 0."""
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
-    scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (..., Lq, Lk)
+def masked_softmax(scores: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Softmax over the last dim restricted to ``mask`` (bool, broadcastable, ``True`` = may
+    attend). Masked entries are exactly 0; a row with nothing to attend is all 0 with finite,
+    zero gradients (the bias is finite and masked entries are zeroed afterwards)."""
     if mask is None:
         return torch.softmax(scores, dim=-1)
     probs = torch.softmax(scores + mask_to_bias(mask, scores.dtype), dim=-1)
     return probs.masked_fill(~mask, 0.0)
+
+
+def attention_probs(q: Tensor, k: Tensor, mask: Tensor | None = None, scale: float | None = None) -> Tensor:
+    """``masked_softmax(q k^T * scale, mask)``: the ``(..., Lq, Lk)`` attention probabilities."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    return masked_softmax(torch.matmul(q, k.transpose(-2, -1)) * scale, mask)
 
 
 def reference_attention(
