@@ -1,0 +1,176 @@
+"""The one result schema: a JSON record per cell, written atomically, plus the environment
+block stored with every result.
+
+A record (``results/<suite>/runs/<task>/<dataset>/<model>/seed<k>-<cell_id>.json``)::
+
+    {
+      "schema": 1,
+      "suite": "quick", "cell_id": "3f2a9c0d1e7b", "task": "graphs", "dataset": "sbm",
+      "model": "graph_attention", "family": "attention", "pattern": "graph", "seed": 0,
+      "status": "ok" | "failed", "reason": null | "NaN loss at epoch 3" | "out of memory: ..." | "...",
+      "metric": {"name": "acc", "mode": "max"},
+      "test": {"acc": 0.83, "loss": 0.61, ...},        # at the best-validation checkpoint
+      "best_val": {"value": 0.81, "epoch": 57},
+      "epochs_run": 157,
+      "cost": {"params": 92231, "flops_per_sample": 1.2e6, "train_time_s": 12.3,
+               "train_samples_per_s": 1.1e4, "train_tokens_per_s": null,
+               "infer_samples_per_s": 3.0e4, "infer_tokens_per_s": null,
+               "peak_mem_bytes": 123456789, "peak_mem_kind": "cuda_allocated" | "cpu_rss_growth"},
+      "curve": [{"epoch": 0, "train_loss": 1.9, "val_loss": 1.8, "val_metric": 0.31, "time_s": 0.4}, ...],
+      "data": {"name": "sbm", "synthetic": true, "checksum": "sha256:..."},
+      "extras": {...},                                 # task-specific artefacts (tables, maps)
+      "config": {...the resolved cell config...},
+      "env": {...environment()...},
+      "started": "2026-11-20T22:41:28+00:00", "finished": "..."
+    }
+
+A suite also writes ``results/<suite>/suite.json`` (the manifest: suite name, resolved
+config, and the list of expected cells with their ids) so a report can tell missing cells.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Iterable
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "failed")
+RUNS_DIR = "runs"
+MANIFEST = "suite.json"
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _default(obj: Any) -> Any:
+    if hasattr(obj, "item"):  # numpy / torch scalars
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """Write JSON so that a reader sees either the old file or the whole new one, never a
+    partial file: write to a temp file in the same folder, fsync, then ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2, sort_keys=False, default=_default, allow_nan=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def record_path(suite_dir: str | os.PathLike, rec: dict[str, Any]) -> Path:
+    return (
+        Path(suite_dir) / RUNS_DIR / rec["task"] / rec["dataset"] / rec["model"] / f"seed{rec['seed']}-{rec['cell_id']}.json"
+    )
+
+
+def iter_record_files(results_dir: str | os.PathLike) -> Iterable[Path]:
+    """Every record under ``results_dir`` (a suite folder or a folder of suites)."""
+    root = Path(results_dir).resolve()
+    for p in sorted(root.rglob("*.json")):
+        inside = p.relative_to(root).parts[:-1]
+        if not p.name.startswith(".") and (RUNS_DIR in inside or root.name == RUNS_DIR):
+            yield p
+
+
+def load_records(results_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """Load every readable record; unreadable or foreign files are skipped with a warning."""
+    out = []
+    for p in iter_record_files(results_dir):
+        try:
+            rec = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as err:
+            warnings.warn(f"skipping unreadable result file {p}: {err}")
+            continue
+        if not isinstance(rec, dict) or rec.get("schema") != SCHEMA_VERSION or "cell_id" not in rec:
+            warnings.warn(f"skipping {p}: not an attnbench result record (schema {SCHEMA_VERSION})")
+            continue
+        rec["_path"] = str(p)
+        out.append(rec)
+    return out
+
+
+def load_manifests(results_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    out = []
+    for p in sorted(Path(results_dir).rglob(MANIFEST)):
+        try:
+            out.append(json.loads(p.read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError) as err:
+            warnings.warn(f"skipping unreadable manifest {p}: {err}")
+    return out
+
+
+# ----------------------------------------------------------------------------- environment
+def _git(*args: str) -> str | None:
+    try:
+        root = Path(__file__).resolve().parent.parent
+        res = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+        return res.stdout.strip() if res.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _version(mod: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version(mod)
+    except Exception:  # noqa: BLE001 - not installed
+        return None
+
+
+def environment(device: str | None = None) -> dict[str, Any]:
+    """What a result needs to be reproduced: versions, hardware, git commit and dirty flag."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    dev = device or ("cuda" if cuda else "cpu")
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "date": now_iso(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "lightning": _version("lightning"),
+        "torch_geometric": _version("torch-geometric"),
+        "torchvision": _version("torchvision"),
+        "torchaudio": _version("torchaudio"),
+        "cuda": torch.version.cuda if cuda else None,
+        "device": dev,
+        "device_name": torch.cuda.get_device_name(0) if dev.startswith("cuda") and cuda else _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": None if status is None else bool(status),
+        "argv": sys.argv,
+    }
