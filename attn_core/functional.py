@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import functools
-import math
 
 import torch
 import torch.nn.functional as F
@@ -213,7 +212,7 @@ def _window_attention_blocked(q, k, v, window, causal, kpm, dropout_p, scale) ->
 @functools.lru_cache(maxsize=1)
 def _flex_available() -> bool:
     try:
-        from torch.nn.attention import flex_attention  # noqa: F401
+        import torch.nn.attention.flex_attention  # noqa: F401
     except ImportError:  # torch < 2.5
         return False
     return True

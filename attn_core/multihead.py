@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from attn_core import _validate as V

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import subprocess
@@ -52,11 +53,24 @@ def now_iso() -> str:
 
 
 def _default(obj: Any) -> Any:
-    if hasattr(obj, "item"):  # numpy / torch scalars
-        return obj.item()
-    if isinstance(obj, Path):
+    if hasattr(obj, "item") and getattr(obj, "ndim", 0) == 0:  # numpy / torch scalars
+        return _finite(obj.item())
+    if hasattr(obj, "tolist"):
+        return _finite(obj.tolist())
+    if isinstance(obj, (Path, _dt.date)):
         return str(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def _finite(obj: Any) -> Any:
+    """Strict JSON: NaN and infinities become null (a NaN metric is a failed cell anyway)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
@@ -67,10 +81,11 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, sort_keys=False, default=_default, allow_nan=True)
+            json.dump(_finite(obj), f, indent=2, default=_default, allow_nan=False)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -140,6 +155,14 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def _mem_total() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            return int(f.readline().split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _version(mod: str) -> str | None:
     try:
         from importlib.metadata import version
@@ -154,8 +177,11 @@ def environment(device: str | None = None) -> dict[str, Any]:
     import torch
 
     cuda = torch.cuda.is_available()
-    dev = device or ("cuda" if cuda else "cpu")
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    dev = str(device) if device is not None else ("cuda" if cuda else "cpu")
+    commit = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+    on_gpu = dev.startswith("cuda") and cuda
+    props = torch.cuda.get_device_properties(torch.device(dev)) if on_gpu else None
     return {
         "date": now_iso(),
         "python": platform.python_version(),
@@ -167,10 +193,16 @@ def environment(device: str | None = None) -> dict[str, Any]:
         "torchaudio": _version("torchaudio"),
         "cuda": torch.version.cuda if cuda else None,
         "device": dev,
-        "device_name": torch.cuda.get_device_name(0) if dev.startswith("cuda") and cuda else _cpu_name(),
+        "device_name": props.name if props else _cpu_name(),
+        "device_memory_bytes": props.total_memory if props else None,
+        "cudnn": torch.backends.cudnn.version() if on_gpu else None,
+        "cpu_model": _cpu_name(),
         "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "memory_total_bytes": _mem_total(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "torch_threads": torch.get_num_threads(),
-        "git_commit": _git("rev-parse", "HEAD"),
+        "git_commit": commit,
         "git_dirty": None if status is None else bool(status),
         "argv": sys.argv,
     }

@@ -1,0 +1,193 @@
+"""The suite subcommands of ``attnbench``: ``run``, ``report``, ``data`` and the task part of
+``list``. Each ``add_*`` adds a subparser; each handler returns an exit code, and raises
+:class:`benchmarks.cli.CliError` for a usage error (one line, exit code 2)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from benchmarks.schema import ConfigError
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+
+def _cli_error(msg: str):
+    from benchmarks.cli import CliError
+
+    return CliError(msg)
+
+
+def _resolve_config(name: str) -> Path:
+    """A path, or the name of a shipped config (``quick`` or ``quick.yaml``)."""
+    p = Path(name)
+    if p.is_file():
+        return p
+    for cand in (CONFIG_DIR / name, CONFIG_DIR / f"{name}.yaml"):
+        if cand.is_file():
+            return cand
+    shipped = ", ".join(sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")))
+    raise _cli_error(f"config file not found: {name} (shipped configs: {shipped})")
+
+
+def _data_dir(value: str | None) -> Path | None:
+    value = value or os.environ.get("ATTNBENCH_DATA")
+    if not value:
+        return None
+    p = Path(value).expanduser()
+    if not p.is_dir():
+        raise _cli_error(f"--data-dir {value}: no such directory")
+    return p
+
+
+def _add_data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", metavar="DIR", help="read-only folder with datasets in the layouts of shared/data "
+                   "(default: $ATTNBENCH_DATA; without one, datasets download into the cache)")
+    p.add_argument("--cache-dir", metavar="DIR", help="writable cache for copied/processed/downloaded data "
+                   "(default: $ATTNBENCH_CACHE or ~/.cache/attnbench)")
+
+
+# ----------------------------------------------------------------------------- run
+def add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="train and evaluate a suite (task x dataset x model x seed), then report",
+                       description="Run every unfinished cell of a suite config, then write its report.")
+    p.add_argument("config", metavar="CONFIG", help="a suite YAML, or the name of a shipped one (e.g. quick)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (dotted path, value as YAML), e.g. --set trainer.max_epochs=5; repeatable")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: results/<suite>)")
+    _add_data_options(p)
+    p.add_argument("--accelerator", choices=("auto", "cpu", "gpu", "cuda"), help="override trainer.accelerator")
+    p.add_argument("--devices", help="override trainer.devices (e.g. 1, or 0,1)")
+    p.add_argument("--force", action="store_true", help="rerun finished cells too")
+    p.add_argument("--retry-failed", action="store_true", help="rerun cells whose record says failed")
+    p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    p.add_argument("--dry-run", action="store_true", help="validate and list the cells, run nothing")
+    p.set_defaults(handler=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from benchmarks.runner import DEFAULT_CACHE, RunOptions, run_micro_benchmarks, run_suite
+    from benchmarks.suite import expand, load_suite
+
+    path = _resolve_config(args.config)
+    try:
+        cfg = load_suite(path, args.sets)
+    except ConfigError as err:
+        raise _cli_error(str(err)) from None
+    out = Path(args.out) if args.out else Path("results") / cfg["suite"]
+    if args.dry_run:
+        cells = expand(cfg)
+        print(f"{path}: valid; {len(cells)} cells -> {out}")
+        for c in cells:
+            print(f"  {c.cell_id}  {c.label}  ({c.family})")
+        return 0
+    devices = args.devices
+    if devices is not None:
+        devices = int(devices) if devices.isdigit() else [int(d) for d in devices.split(",")]
+    opts = RunOptions(
+        out=out,
+        data_dir=_data_dir(args.data_dir),
+        cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE,
+        force=args.force,
+        retry_failed=args.retry_failed,
+        accelerator=args.accelerator,
+        devices=devices,
+    )
+    summary = run_suite(cfg, opts, source=str(path))
+    run_micro_benchmarks(cfg, opts)
+    print(f"ran {summary.ran} cells ({len(summary.failed)} failed), skipped {summary.skipped} finished ones")
+    for label in summary.failed:
+        print(f"  failed: {label}")
+    if not args.no_report:
+        from benchmarks.report import write_report
+
+        written = write_report(out)
+        print(f"report: {written['REPORT.md']}  and  {written['report.html']}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- report
+def add_report(sub: argparse._SubParsersAction) -> None:
+    from benchmarks.report import add_report_arguments
+
+    p = sub.add_parser("report", help="write REPORT.md, report.html, summary.csv and plots from result records")
+    add_report_arguments(p)
+    p.set_defaults(handler=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from benchmarks.report import run_report_command
+
+    if not Path(args.results_dir).is_dir():
+        raise _cli_error(f"results folder not found: {args.results_dir}")
+    return run_report_command(args)
+
+
+# ----------------------------------------------------------------------------- data
+def add_data(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("data", help="check (and fetch, with a network) the datasets a config needs",
+                       description="Load each real dataset of a config (default: every registered real "
+                       "dataset with its default parameters) and print its size and checksum, or what is missing.")
+    p.add_argument("config", nargs="?", metavar="CONFIG", help="a suite YAML or shipped config name")
+    _add_data_options(p)
+    p.set_defaults(handler=cmd_data)
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from benchmarks.runner import DEFAULT_CACHE
+    from benchmarks.suite import load_suite
+    from tasks.common.registry import available_tasks, get_task
+
+    data_dir = _data_dir(args.data_dir)
+    cache = Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE
+    wanted: list[tuple[str, str, dict]] = []
+    if args.config:
+        try:
+            cfg = load_suite(_resolve_config(args.config))
+        except ConfigError as err:
+            raise _cli_error(str(err)) from None
+        for entry in cfg["cells"]:
+            ds = get_task(entry["task"]).datasets.get(entry["dataset"])
+            params = {**ds.params, **(entry["dataset_params"] or {})}
+            if (entry["task"], entry["dataset"], params) not in wanted:
+                wanted.append((entry["task"], entry["dataset"], params))
+    else:
+        for tname in available_tasks():
+            task = get_task(tname)
+            for dname, ds in task.datasets.items():
+                wanted.append((tname, dname, dict(ds.params)))
+    bad = 0
+    for tname, dname, params in wanted:
+        ds = get_task(tname).datasets.get(dname)
+        label = f"{tname}/{dname} {params}" if params else f"{tname}/{dname}"
+        try:
+            dm = ds.build(data_dir, cache, 0, **params)
+            dm.prepare_data()
+            dm.setup("fit")
+            info = {k: v for k, v in dm.info.items() if isinstance(v, (int, float, str))}
+            kind = "synthetic" if ds.synthetic else "real"
+            print(f"ok       {label} ({kind}): {info}  {dm.checksum()}")
+        except Exception as err:  # noqa: BLE001 - report every dataset, then fail
+            bad += 1
+            print(f"MISSING  {label}: {type(err).__name__}: {err}")
+    return 1 if bad else 0
+
+
+# ----------------------------------------------------------------------------- list
+def print_tasks() -> None:
+    from tasks.common.registry import available_tasks, get_task
+
+    names = available_tasks()
+    print("tasks (attnbench run CONFIG; config keys task/dataset/models):")
+    if not names:
+        print("  (none yet)")
+    for tname in names:
+        task = get_task(tname)
+        print(f"  {tname}  (metric: {task.metric}, {'higher' if task.mode == 'max' else 'lower'} is better)")
+        for dname, ds in task.datasets.items():
+            kind = "synthetic" if ds.synthetic else "real"
+            print(f"    dataset {dname:<14} {kind:<9} defaults {ds.params}")
+        for mname, spec in task.models.items():
+            pattern = f", pattern {spec.pattern}" if spec.pattern else ""
+            print(f"    model   {mname:<22} {spec.family}{pattern}")

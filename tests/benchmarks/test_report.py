@@ -1,0 +1,302 @@
+"""benchmarks.report on a synthetic results folder written with the record schema.
+
+Suite ``synthetic``:
+
+* ``toy/synth`` (acc, max): ``transformer`` (attention) seeds 0-2, ``lstm`` (rnn) seeds 0-1 with
+  seed 2 in the manifest but never run (missing), ``tcn`` (cnn) seeds 0-1 plus seed 2 failed.
+  The transformer is clearly best -> "better" against both (Welch: the seed sets differ).
+* ``tagging/synth2`` (per, min): ``transformer`` vs ``gru`` (rnn), same seeds -> paired;
+  the transformer's error is clearly higher -> "worse"; no CNN -> "no cnn baseline run".
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import re
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import report, stats
+from benchmarks.records import MANIFEST, record_path, write_json_atomic
+
+SUITE = "synthetic"
+ACC = {  # toy/synth, acc (max)
+    "transformer": {0: 0.90, 1: 0.92, 2: 0.94},
+    "lstm": {0: 0.60, 1: 0.62},
+    "tcn": {0: 0.70, 1: 0.74},
+}
+PER = {  # tagging/synth2, per (min)
+    "transformer": {0: 0.30, 1: 0.31, 2: 0.33},
+    "gru": {0: 0.20, 1: 0.21, 2: 0.22},
+}
+FAMILY = {"transformer": "attention", "lstm": "rnn", "gru": "rnn", "tcn": "cnn"}
+PATTERN = {"transformer": "full"}
+FAILED_REASON = "out of memory: CUDA out of memory. Tried to allocate 2.00 GiB"
+
+
+def _cid(*parts) -> str:
+    return hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:12]
+
+
+def _env(commit: str) -> dict:
+    return {
+        "date": "2026-11-20T10:00:00+00:00", "python": "3.11.9", "platform": "Linux-6.1-x86_64",
+        "torch": "2.5.1", "lightning": "2.4.0", "torch_geometric": "2.6.1", "torchvision": "0.20.1",
+        "torchaudio": "2.5.1", "cuda": None, "device": "cpu", "device_name": "Test CPU 9000",
+        "cpu_count": 2, "torch_threads": 2, "git_commit": commit, "git_dirty": False,
+        "argv": ["attnbench", "run", "synthetic.yaml"],
+    }
+
+
+def _record(task, dataset, model, seed, metric, mode, value, *, status="ok", reason=None, commit="a" * 40,
+            hour=10) -> dict:
+    ok = status == "ok"
+    cid = _cid(task, dataset, model, seed)
+    curve = [
+        {"epoch": e, "train_loss": 1.0 / (e + 1), "val_loss": 1.1 / (e + 1),
+         "val_metric": (value * (e + 1) / 3 if ok else 0.1), "time_s": 0.1 * (e + 1)}
+        for e in range(3)
+    ]
+    params = {"transformer": 120_000, "lstm": 80_000, "gru": 60_000, "tcn": 95_000}[model]
+    return {
+        "schema": 1,
+        "suite": SUITE, "cell_id": cid, "task": task, "dataset": dataset,
+        "model": model, "family": FAMILY[model], "pattern": PATTERN.get(model), "seed": seed,
+        "status": status, "reason": reason,
+        "metric": {"name": metric, "mode": mode},
+        "test": {metric: value, "loss": 0.5} if ok else {},
+        "best_val": {"value": value, "epoch": 2} if ok else None,
+        "epochs_run": 3 if ok else 1,
+        "cost": {"params": params, "flops_per_sample": 2.5e6, "train_time_s": 10.0 + seed + params / 1e5,
+                 "train_samples_per_s": 1000.0 + seed, "train_tokens_per_s": 32000.0 if model == "transformer" else None,
+                 "infer_samples_per_s": 3000.0, "infer_tokens_per_s": None,
+                 "peak_mem_bytes": 50_000_000 + seed * 1_000_000, "peak_mem_kind": "cpu_rss_growth"} if ok else {},
+        "curve": curve if ok else [],
+        "data": {"name": dataset, "synthetic": True, "checksum": f"sha256:{dataset}-0123abcd"},
+        "extras": {"confusion": [[1, 0], [0, 1]], "unknown_artefact": {"x": 1}} if ok else {},
+        "config": {"task": task, "dataset": dataset, "model": model, "seed": seed},
+        "env": _env(commit),
+        "started": f"2026-11-20T{hour:02d}:00:00+00:00", "finished": f"2026-11-20T{hour:02d}:05:00+00:00",
+    }
+
+
+def _tiny_png() -> bytes:
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    raw = b"\x00\xff\x00\x00"  # one red pixel, filter byte 0
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def make_results(root: Path) -> dict:
+    suite_dir = root / SUITE
+    cells, written = [], []
+
+    def add(rec):
+        write_json_atomic(record_path(suite_dir, rec), rec)
+        written.append(rec)
+
+    for model, vals in ACC.items():
+        for seed, v in vals.items():
+            add(_record("toy", "synth", model, seed, "acc", "max", v,
+                        commit="b" * 40 if (model, seed) == ("lstm", 1) else "a" * 40))
+    add(_record("toy", "synth", "tcn", 2, "acc", "max", None, status="failed", reason=FAILED_REASON))
+    for model, vals in PER.items():
+        for seed, v in vals.items():
+            add(_record("tagging", "synth2", model, seed, "per", "min", v))
+    for (task, ds, models) in (("toy", "synth", ("transformer", "lstm", "tcn")), ("tagging", "synth2", ("transformer", "gru"))):
+        for model in models:
+            for seed in (0, 1, 2):
+                cells.append({"cell_id": _cid(task, ds, model, seed), "task": task, "dataset": ds, "model": model,
+                              "family": FAMILY[model], "pattern": PATTERN.get(model), "seed": seed,
+                              "config": {"task": task}})
+    write_json_atomic(suite_dir / MANIFEST, {"suite": SUITE, "config": {"suite": SUITE}, "cells": cells})
+    bench = root / "bench" / "attention"
+    write_json_atomic(bench / "bench_attention.json", {
+        "benchmark": "attention", "schema_version": 1, "status": "done",
+        "setup": {"device": "cpu", "dtype": "float32"}, "environment": {"device_name": "Test CPU 9000"},
+        "points": [],
+        "checks": [{"name": "time ours_full / sdpa @ L=1024", "value": 1.0312, "target": "<= 1.10", "pass": True},
+                   {"name": "dense_masked status @ N=1000 E=5000", "value": "ok", "target": "oom (expected)",
+                    "pass": None, "note": "dense attention fit in memory"}],
+    })
+    (bench / "bench_attention.png").write_bytes(_tiny_png())
+    return {"suite_dir": suite_dir, "records": written, "missing_cell": _cid("toy", "synth", "lstm", 2),
+            "failed_cell": _cid("toy", "synth", "tcn", 2)}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("results")
+    info = make_results(root)
+    confusion_calls = []
+
+    def render_confusion(ctx: report.ExtraContext):
+        confusion_calls.append((ctx.task, ctx.dataset, len(ctx.items)))
+        return report.ExtraSection(f"CONFUSION-MD {ctx.task} {len(ctx.items)}", f"<p>CONFUSION-HTML {ctx.task}</p>")
+
+    report.EXTRA_RENDERERS["confusion"] = render_confusion
+    try:
+        written = report.write_report(info["suite_dir"])
+    finally:
+        del report.EXTRA_RENDERERS["confusion"]
+    info.update(written=written, confusion_calls=confusion_calls,
+                md=(info["suite_dir"] / "REPORT.md").read_text(encoding="utf-8"),
+                html=(info["suite_dir"] / "report.html").read_text(encoding="utf-8"))
+    with open(info["suite_dir"] / "summary.csv", newline="", encoding="utf-8") as f:
+        info["csv"] = list(csv.DictReader(f))
+    return info
+
+
+def test_files_written(built):
+    w, d = built["written"], built["suite_dir"]
+    for key in ("REPORT.md", "report.html", "summary.csv"):
+        assert w[key] == d / key and w[key].is_file()
+    plots = sorted(k for k in w if k.startswith("plots/"))
+    assert "plots/bench_attention.png" in plots
+    for stem in ("toy__synth", "tagging__synth2"):
+        for kind in ("quality_vs_time", "quality_vs_params", "learning_curves"):
+            assert f"plots/{stem}__{kind}.png" in plots
+    for k in plots:
+        assert w[k].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_exact_means_in_markdown_and_csv(built):
+    md, rows = built["md"], built["csv"]
+    assert len(rows) == 5
+    by = {(r["task"], r["model"]): r for r in rows}
+    for task, table in (("toy", ACC), ("tagging", PER)):
+        for model, vals in table.items():
+            v = list(vals.values())
+            exp = stats.summarize(v)
+            row = by[(task, model)]
+            assert float(row["mean"]) == float(np.mean(v)) == exp.mean  # exact, full precision
+            assert float(row["std"]) == exp.std
+            assert float(row["ci_low"]) == exp.ci_low and float(row["ci_high"]) == exp.ci_high
+            assert f"{exp.mean:.4g} ± {exp.std:.4g}" in md
+            assert row["family"] == FAMILY[model] and int(row["n_ok"]) == len(v)
+    tcn = by[("toy", "tcn")]
+    assert (tcn["n_ok"], tcn["n_failed"], tcn["n_missing"]) == ("2", "1", "0")
+    lstm = by[("toy", "lstm")]
+    assert (lstm["n_ok"], lstm["n_failed"], lstm["n_missing"]) == ("2", "0", "1")
+    tr = by[("toy", "transformer")]
+    assert tr["params"] == "120000" and float(tr["flops_per_sample"]) == 2.5e6
+    assert float(tr["train_time_s_mean"]) == float(np.mean([10.0 + s + 1.2 for s in (0, 1, 2)]))
+    assert float(tr["train_samples_per_s"]) == 1001.0 and float(tr["train_tokens_per_s"]) == 32000.0
+    assert tr["peak_mem_bytes"] == "52000000" and tr["peak_mem_kind"] == "cpu_rss_growth"
+    assert tr["pattern"] == "full" and tr["metric"] == "acc" and tr["mode"] == "max"
+
+
+def test_leaderboard_order_and_units(built):
+    md = built["md"]
+    toy = md[md.index("## toy / synth"):md.index("## tagging")] if md.index("## toy / synth") < md.index("## tagging") \
+        else md[md.index("## toy / synth"):]
+    order = [toy.index(f"| {m} |") for m in ("transformer", "tcn", "lstm")]
+    assert order == sorted(order)
+    assert "CPU RSS growth" in toy and "49.6 MiB" in toy  # max over seeds: 52e6 bytes
+    assert "32k tok/s" in toy and "120k" in toy
+    tag = md[md.index("## tagging / synth2"):]
+    assert tag.index("| gru |") < tag.index("| transformer |")  # per: lower is better
+
+
+def test_verdicts(built):
+    an = report.analyse(built["suite_dir"])
+    g = {(x.task, x.dataset): x for x in an.groups}
+    toy = {c.baseline_family: c for c in g[("toy", "synth")].comparisons}
+    assert toy["rnn"].verdict == "better" and toy["cnn"].verdict == "better"
+    assert toy["rnn"].difference.method == "welch"  # seed sets differ (lstm seed 2 missing)
+    assert toy["rnn"].difference.diff == pytest.approx(0.92 - 0.61)
+    tag = {c.baseline_family: c for c in g[("tagging", "synth2")].comparisons}
+    assert tag["rnn"].verdict == "worse" and tag["rnn"].difference.method == "paired"
+    assert tag["cnn"].verdict is None and tag["cnn"].message == "no cnn baseline run"
+    md = built["md"]
+    assert "transformer is better than lstm" in md and "transformer is better than tcn" in md
+    assert "transformer is worse than gru" in md and "no cnn baseline run" in md
+
+
+def test_warnings(built):
+    md = built["md"]
+    warn = md[md.index("## Warnings"):]
+    assert "toy/synth/tcn seed=2" in warn and FAILED_REASON in warn and built["failed_cell"] in warn
+    assert "toy/synth/lstm seed=2" in warn and built["missing_cell"] in warn
+    assert "unequal numbers of successful seeds" in warn
+    assert "different git commits" in warn and "bbbbbbbbbbbb" in warn
+    assert "Test CPU 9000" in md and "DIFFER" in md  # environment block says the commits disagree
+
+
+def test_html_self_contained(built):
+    html = built["html"]
+    imgs = re.findall(r"<img [^>]*>", html)
+    assert len(imgs) == 7  # 3 plots x 2 groups + bench
+    assert all('src="data:image/png;base64,' in i for i in imgs)
+    assert not re.search(r"""(href|src)\s*=\s*["']?(https?:)?//""", html)
+    assert "<script" not in html and "<link" not in html
+    assert "<table>" in html and "<style>" in html
+    assert "toy/synth/tcn seed=2" in html
+
+
+def test_bench_section_and_extras(built):
+    md = built["md"]
+    assert "Attention scaling benchmark" in md and "![" in md and "plots/bench_attention.png" in md
+    assert "time ours_full / sdpa @ L=1024" in md and "| PASS |" in md and "1.031" in md
+    assert "CONFUSION-MD toy 7" in md and "CONFUSION-HTML toy" in built["html"]
+    assert sorted(built["confusion_calls"]) == [("tagging", "synth2", 6), ("toy", "synth", 7)]
+    assert "unknown_artefact" in md  # listed as not rendered
+
+
+def test_find_bench_candidates(tmp_path):
+    assert report.find_bench_attention([tmp_path / "nope", tmp_path]) is None
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "bench_attention.png").write_bytes(_tiny_png())
+    found = report.find_bench_attention([tmp_path, tmp_path / "b"])
+    assert found.png_path == tmp_path / "b" / "bench_attention.png" and found.json_path is None
+    assert tmp_path / "bench" / "attention" in report.bench_candidate_dirs(tmp_path)
+
+
+def test_empty_folder_and_cli_helper(tmp_path, capsys):
+    with pytest.raises(report.ReportError):
+        report.write_report(tmp_path)
+    with pytest.raises(report.ReportError):
+        report.write_report(tmp_path / "absent")
+    # a folder with one record, n=1: CI undefined, reported as such; separate out dir
+    rec = _record("toy", "synth", "transformer", 0, "acc", "max", 0.5)
+    write_json_atomic(record_path(tmp_path / "s", rec), rec)
+    parser = argparse.ArgumentParser()
+    report.add_report_arguments(parser)
+    args = parser.parse_args([str(tmp_path / "s"), "--out", str(tmp_path / "out"), "--bench-dir", str(tmp_path)])
+    assert report.run_report_command(args) == 0
+    md = (tmp_path / "out" / "REPORT.md").read_text(encoding="utf-8")
+    assert "undefined (n=1)" in md and "no rnn baseline run" in md and "no cnn baseline run" in md
+    assert "REPORT.md" in capsys.readouterr().out
+
+
+def test_edge_records_are_warned_not_pooled(tmp_path):
+    """NaN metric, a duplicate seed (latest kept), a record outside the manifest, an unreadable
+    file; analyse() only (no plots)."""
+    s = tmp_path / "s"
+    write_json_atomic(s / MANIFEST, {"suite": SUITE, "cells": [
+        {"cell_id": _cid("toy", "synth", m, 0), "task": "toy", "dataset": "synth", "model": m, "seed": 0}
+        for m in ("transformer", "lstm")]})
+    nan = _record("toy", "synth", "transformer", 0, "acc", "max", float("nan"))
+    old = _record("toy", "synth", "lstm", 0, "acc", "max", 0.5, hour=9)
+    new = {**_record("toy", "synth", "lstm", 0, "acc", "max", 0.55, hour=11), "cell_id": "feedfacecafe"}
+    for r in (nan, old, new):
+        write_json_atomic(record_path(s, r), r)
+    (s / "runs" / "junk.json").write_text("{not json", encoding="utf-8")
+    an = report.analyse(s)
+    (g,) = an.groups
+    m = {x.model: x for x in g.models}
+    assert m["lstm"].values == [0.55] and m["transformer"].values == []
+    assert g.comparisons[0].verdict is None and "no successful attention run" in g.comparisons[0].message
+    w = an.warnings
+    assert len(w["duplicates"]) == 1 and "feedfacecafe" in w["duplicates"][0]
+    assert "is None" in w["no_metric"][0]  # NaN is written as null (strict JSON)
+    assert "feedfacecafe" in w["stale"][0]
+    assert "junk.json" in w["unreadable"][0]
