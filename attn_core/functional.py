@@ -146,10 +146,28 @@ def _sdpa_safe(q, k, v, mask: Tensor, dropout_p: float, scale) -> Tensor:
 # --------------------------------------------------------------------------- full attention
 def _full_attention(q, k, v, causal, kpm, dropout_p, scale) -> Tensor:
     if kpm is None:
+        b, h, lq, _ = q.shape
+        chunks = min(-(-torch.get_num_threads() // (b * h)), lq // 64)
+        if q.device.type == "cpu" and not causal and chunks > 1:
+            return _full_attention_query_chunks(q, k, v, chunks, dropout_p, scale)
         # No mask tensor at all: SDPA picks its fused kernel (flash/efficient on GPU, flash on CPU).
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal, scale=scale)
     mask = _dense_mask(q.shape[0], q.shape[2], k.shape[2], causal, None, kpm, q.device)
     return _sdpa_safe(q, k, v, mask, dropout_p, scale)
+
+
+def _full_attention_query_chunks(q, k, v, chunks: int, dropout_p, scale) -> Tensor:
+    """CPU SDPA parallelises its backward over batch x heads only, so one sequence with one
+    head trains on one thread. Folding ``chunks`` slices of the queries into the batch is
+    exact (each query's softmax still spans every key) and lets every thread work."""
+    b, h, lq, d = q.shape
+    lk, dv = k.shape[2], v.shape[-1]
+    pad = (-lq) % chunks
+    qc = F.pad(q, (0, 0, 0, pad)).view(b, h, chunks, -1, d).transpose(1, 2).reshape(b * chunks, h, -1, d)
+    kc = k[:, None].expand(b, chunks, h, lk, d).reshape(b * chunks, h, lk, d)  # a view when B == 1
+    vc = v[:, None].expand(b, chunks, h, lk, dv).reshape(b * chunks, h, lk, dv)
+    out = F.scaled_dot_product_attention(qc, kc, vc, dropout_p=dropout_p, scale=scale)  # (B*c, H, Lq/c, Dv)
+    return out.view(b, chunks, h, -1, dv).transpose(1, 2).reshape(b, h, -1, dv)[:, :, :lq]
 
 
 # --------------------------------------------------------------------------- truncated: blocked

@@ -75,6 +75,19 @@ def test_attention_low_precision_close_to_float64(dtype, window):
     torch.testing.assert_close(out.double(), ref, atol=TOL[dtype], rtol=TOL[dtype])
 
 
+@pytest.mark.parametrize("b,h,lq,lk", [(1, 1, 300, 300), (1, 2, 257, 100), (2, 1, 130, 700)])
+def test_cpu_query_chunked_full_attention_matches_reference(b, h, lq, lk, monkeypatch):
+    """The CPU fast path for few batch x heads (queries folded into the batch), values and grads."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    q, k, v, _ = _inputs(b, h, lq, lk, 8, 5, torch.float64, seed=lq, requires_grad=True)
+    out = attention(q, k, v)
+    ref = reference_attention(q, k, v)
+    torch.testing.assert_close(out, ref, atol=1e-10, rtol=0)
+    go = torch.randn_like(out)
+    for g, w in zip(torch.autograd.grad(out, (q, k, v), go), torch.autograd.grad(ref, (q, k, v), go)):
+        torch.testing.assert_close(g, w, atol=1e-10, rtol=0)
+
+
 def test_window_at_least_length_equals_full():
     q, k, v, kpm = _inputs(2, 3, 64, 64, 8, 8, torch.float64, seed=3, pad=True)
     full = attention(q, k, v, key_padding_mask=kpm)
