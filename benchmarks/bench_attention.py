@@ -27,13 +27,23 @@ Writes ``<out>/bench_attention.json`` (after every point, atomically) and
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks import measure
+from benchmarks.bench_common import (
+    attn_core_fingerprint,
+    busy_warning,
+    make_inputs,
+    mib,
+    point_record,
+    resolve_device,
+    resolve_mem_cap,
+    run_point,
+    set_threads,
+)
 from benchmarks.schema import ConfigError, Field, Section, apply_overrides, load_yaml, validate
 
 __all__ = [
@@ -154,30 +164,10 @@ def load_config(
 
 
 # --------------------------------------------------------------------------- resolving
-def resolve_device(name: str) -> str:
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device 'cuda' was asked for but torch.cuda.is_available() is False; use --device cpu")
-    return name
-
-
 def resolve_dtype(name: str, device: str) -> str:
     if name == "auto":
         return "bfloat16" if device == "cuda" else "float32"
     return name
-
-
-def resolve_mem_cap(cfg: dict, device: str) -> int | None:
-    """Bytes a CPU point may grow by (None on CUDA: device OOM errors are clean there)."""
-    if device != "cpu" or not cfg["isolate"]:
-        return None
-    if cfg["mem_cap_gb"] is not None:
-        return int(cfg["mem_cap_gb"] * (1 << 30))
-    avail = measure.available_memory_bytes()
-    return int(avail * cfg["mem_cap_fraction"]) if avail else None
 
 
 # --------------------------------------------------------------------------- planning
@@ -243,37 +233,6 @@ def plan_points(cfg: dict, device: str, dtype: str) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- the points (run in workers)
-def attn_core_fingerprint() -> str | None:
-    """SHA-1 of the attn_core sources: which version of the code a point measured (it can
-    change during a long sweep while attn_core is being worked on)."""
-    import hashlib
-
-    try:
-        import attn_core
-    except ImportError:
-        return None
-    h = hashlib.sha1()
-    for path in sorted(Path(attn_core.__file__).parent.rglob("*.py")):
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:12]
-
-
-def _set_threads(threads: int | None) -> int:
-    import torch
-
-    if threads:
-        torch.set_num_threads(threads)
-    return torch.get_num_threads()
-
-
-def _make_inputs(shape, n, dtype, device, seed):
-    import torch
-
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    return [torch.randn(shape, generator=gen).to(device=device, dtype=dtype) for _ in range(n)]
-
-
 def point_sequence(
     *, impl: str, L: int, window: int | None, batch: int, heads: int, head_dim: int, causal: bool,
     dtype: str, device: str, seed: int, warmup: int, repeats: int, min_repeats: int, target_s: float | None,
@@ -285,9 +244,9 @@ def point_sequence(
 
     import attn_core
 
-    nthreads = _set_threads(threads)
+    nthreads = set_threads(threads)
     dt = getattr(torch, dtype)
-    q, k, v, dout = _make_inputs((batch, heads, L, head_dim), 4, dt, device, seed)
+    q, k, v, dout = make_inputs((batch, heads, L, head_dim), 4, dt, device, seed)
     for t in (q, k, v):
         t.requires_grad_()
     static_bytes = 0
@@ -361,7 +320,7 @@ def point_graph(
 
     import attn_core
 
-    nthreads = _set_threads(threads)
+    nthreads = set_threads(threads)
     dt = getattr(torch, dtype)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.randn(nodes, embed_dim, generator=gen).to(device=device, dtype=dt).requires_grad_()
@@ -413,9 +372,9 @@ def point_matmul(
     """The peak-rate reference: ``(n, n) @ (n, n)`` in ``dtype``; TFLOP/s = 2 n^3 / time."""
     import torch
 
-    nthreads = _set_threads(threads)
+    nthreads = set_threads(threads)
     dt = getattr(torch, dtype)
-    a, b = _make_inputs((size, size), 2, dt, device, seed)
+    a, b = make_inputs((size, size), 2, dt, device, seed)
     res = measure.time_callable(lambda: a @ b, warmup=warmup, repeats=repeats, sync=measure.device_sync(device))
     flops = 2.0 * size**3
     res["flops"] = flops
@@ -454,10 +413,6 @@ _KEEP = (
 )
 
 
-def _mib(b: float | None) -> str:
-    return "-" if b is None else f"{b / (1 << 20):.1f} MiB"
-
-
 def _describe(p: dict) -> str:
     if p["kind"] == "matmul":
         return f"matmul n={p['n']} {p['matmul_dtype']}"
@@ -474,7 +429,7 @@ def _line(k: int, n: int, p: dict, r: dict) -> str:
         s += f", cpu {r['cpu_median_ms']:.2f})" if r.get("cpu_median_ms") is not None else ")"
         if p["kind"] == "matmul":
             return s + f"  {r['tflops']:.3f} TFLOP/s"
-        return s + f"  peak +{_mib(r.get('peak_mem_bytes'))}  [{r.get('process_wall_s', r.get('wall_s', 0)):.1f}s]"
+        return s + f"  peak +{mib(r.get('peak_mem_bytes'))}  [{r.get('process_wall_s', r.get('wall_s', 0)):.1f}s]"
     return f"{head} {st.upper():<5} {r.get('reason', '')}"
 
 
@@ -523,33 +478,21 @@ def run_sweep(
         f"{dtype}; sequences B={seq['batch']} H={seq['heads']} D={seq['head_dim']}; "
         f"per-point limit {timeout:g} s" + (f", memory cap {cap / (1 << 30):.1f} GiB" if cap else ""))
     log(f"results -> {json_path}")
-    load = doc["environment"].get("load_average")
-    cores = doc["environment"].get("cpu_affinity") or doc["environment"].get("cpu_count") or 1
-    if device == "cpu" and load and load[0] >= 0.5 * cores:
-        doc["warnings"] = [f"machine busy at start: load average {load[0]:.2f} on {cores} cores"]
-        log(f"warning: the machine is busy (load average {load[0]:.2f} on {cores} cores): CPU timings will be "
-            f"noisy; prefer a quiet machine, or --set threads=1 to avoid oversubscribed thread pools")
+    busy = busy_warning(doc["environment"], device)
+    if busy:
+        doc["warnings"] = [busy]
+        log(f"warning: the {busy}: CPU timings will be noisy; prefer a quiet machine, or --set threads=1 to "
+            f"avoid oversubscribed thread pools")
     measure.atomic_write_json(json_path, doc)
 
     failed: dict[str, tuple[str, str]] = {}  # method -> (status, where)
     for k, p in enumerate(points, 1):
         where = f"L={p['L']}" if "L" in p else (f"N={p['N']}" if "N" in p else "")
         skip_on = ("oom", "timeout") if p["kind"] == "sequence" else ("timeout",)
-        prior = failed.get(p["method"]) if cfg["skip_larger_after_failure"] else None
-        if prior is not None and prior[0] in skip_on:
-            rec = {"status": "skipped", "skipped_because": prior[0],
-                   "reason": f"not run: {prior[0]} already at {prior[1]} (a larger size needs at least as much)"}
-        else:
-            load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-            rec = measure.execute(p["target"], p["kwargs"], isolate=cfg["isolate"], timeout_s=timeout,
-                                  mem_cap_bytes=cap, preload=p.get("preload", ()))
-            rec["load_1m_before"] = load
-            if rec["status"] in ("oom", "timeout"):
-                failed.setdefault(p["method"], (rec["status"], where))
-        record = {key: val for key, val in p.items() if key not in ("target", "kwargs", "preload")}
-        record.update({key: rec[key] for key in _KEEP if key in rec})
-        if "skipped_because" in rec:
-            record["skipped_because"] = rec["skipped_because"]
+        rec = run_point(p, group=p["method"], where=where, failed=failed, skip_on=skip_on,
+                        skip_after_failure=cfg["skip_larger_after_failure"], isolate=cfg["isolate"],
+                        timeout_s=timeout, mem_cap_bytes=cap)
+        record = point_record(p, rec, _KEEP)
         if p["kind"] == "sequence" and record["status"] == "ok":
             kw = p["kwargs"]
             record["flops"] = attention_flops(kw["batch"], kw["heads"], p["L"], kw["head_dim"], p["window"], kw["causal"])

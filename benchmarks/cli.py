@@ -52,6 +52,14 @@ MICRO_BENCHMARKS: dict[str, MicroBenchmark] = {
         default_config="bench_attention.yaml",
         configs=("bench_attention.yaml", "bench_attention_full.yaml"),
     ),
+    "complexity": MicroBenchmark(
+        name="complexity",
+        module="benchmarks.bench_complexity",
+        summary="'Why Self-Attention' (Transformer paper, Table 1) measured: time/memory exponents in n and d, "
+                "sequential operations and maximum path length per layer type",
+        default_config="bench_complexity.yaml",
+        configs=("bench_complexity.yaml",),
+    ),
 }
 
 

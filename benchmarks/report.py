@@ -1,9 +1,9 @@
 """The report: ``attnbench report [RESULTS_DIR]``.
 
 Reads only result files (the per-cell records and ``suite.json`` manifests under
-``RESULTS_DIR``, see :mod:`benchmarks.records`; and, when present, the attention scaling
-micro-benchmark's ``bench_attention.json``/``.png``) and writes into ``out_dir`` (default
-``RESULTS_DIR``):
+``RESULTS_DIR``, see :mod:`benchmarks.records`; and, when present, the micro-benchmarks'
+``bench_attention.json``/``.png`` and ``bench_complexity.json``/``.png``) and writes into
+``out_dir`` (default ``RESULTS_DIR``):
 
 * ``REPORT.md`` and a self-contained ``report.html`` (same content; images embedded as
   base64 data URIs, inline CSS, no external links or scripts);
@@ -14,7 +14,7 @@ micro-benchmark's ``bench_attention.json``/``.png``) and writes into ``out_dir``
 Sections: environment (with a note where records disagree), overview, per task/dataset a
 leaderboard, the best attention model against the best RNN and CNN baselines (difference
 with a 95% CI and a verdict, see :mod:`benchmarks.stats`) and plots; the attention scaling
-benchmark; warnings (failed and missing cells, unequal seed counts, several git commits, ...).
+benchmark; "Why self-attention: Table 1 measured" (the complexity benchmark); warnings (failed and missing cells, unequal seed counts, several git commits, ...).
 
 Aggregation over the ``ok`` seeds of a model (failed seeds never enter a statistic):
 
@@ -68,6 +68,7 @@ __all__ = [
     "write_report",
     "bench_candidate_dirs",
     "find_bench_attention",
+    "find_bench_complexity",
     "embed_png",
     "add_report_arguments",
     "run_report_command",
@@ -78,6 +79,7 @@ BASELINE_FAMILIES = ("rnn", "cnn")
 FAMILY_COLORS = {"attention": "tab:red", "rnn": "tab:blue", "cnn": "tab:green", "other": "tab:gray"}
 MEM_KINDS = {"cuda_allocated": "CUDA allocator peak", "cpu_rss_growth": "CPU RSS growth"}
 BENCH_NAME = "bench_attention"
+COMPLEXITY_NAME = "bench_complexity"
 CONFIDENCE = 0.95
 
 SUMMARY_COLUMNS = (
@@ -827,24 +829,25 @@ def _plot_curves(g: Group, path: Path, title: str) -> Path | None:
 # ============================================================================ attention scaling bench
 @dataclass
 class BenchAttention:
+    """A micro-benchmark's output files (attention scaling or complexity) and its parsed JSON."""
+
     json_path: Path | None
     png_path: Path | None
     doc: dict[str, Any] | None
 
 
-def bench_candidate_dirs(results_dir: str | os.PathLike) -> list[Path]:
-    """Where ``attnbench bench attention`` output may lie relative to a results folder:
-    the folder itself, ``bench/`` and ``bench/attention/`` in it, and ``../bench`` and
-    ``../bench/attention`` (the CLI default is ``results/bench/attention``)."""
+def bench_candidate_dirs(results_dir: str | os.PathLike, name: str = "attention") -> list[Path]:
+    """Where ``attnbench bench NAME`` output may lie relative to a results folder: the folder
+    itself, ``bench/`` and ``bench/NAME/`` in it, and ``../bench`` and ``../bench/NAME`` (the CLI
+    default is ``results/bench/NAME``)."""
     r = Path(results_dir)
-    return [r, r / "bench", r / "bench" / "attention", r.parent / "bench", r.parent / "bench" / "attention"]
+    return [r, r / "bench", r / "bench" / name, r.parent / "bench", r.parent / "bench" / name]
 
 
-def find_bench_attention(candidate_dirs: Sequence[str | os.PathLike]) -> BenchAttention | None:
-    """The first candidate folder holding ``bench_attention.json`` or ``.png``; ``None`` if none."""
+def _find_bench(candidate_dirs: Sequence[str | os.PathLike], stem: str) -> BenchAttention | None:
     for d in candidate_dirs:
         d = Path(d)
-        j, p = d / f"{BENCH_NAME}.json", d / f"{BENCH_NAME}.png"
+        j, p = d / f"{stem}.json", d / f"{stem}.png"
         if not (j.is_file() or p.is_file()):
             continue
         doc = None
@@ -855,6 +858,16 @@ def find_bench_attention(candidate_dirs: Sequence[str | os.PathLike]) -> BenchAt
                 doc = None
         return BenchAttention(j if j.is_file() else None, p if p.is_file() else None, doc if isinstance(doc, dict) else None)
     return None
+
+
+def find_bench_attention(candidate_dirs: Sequence[str | os.PathLike]) -> BenchAttention | None:
+    """The first candidate folder holding ``bench_attention.json`` or ``.png``; ``None`` if none."""
+    return _find_bench(candidate_dirs, BENCH_NAME)
+
+
+def find_bench_complexity(candidate_dirs: Sequence[str | os.PathLike]) -> BenchAttention | None:
+    """The first candidate folder holding ``bench_complexity.json`` or ``.png``; ``None`` if none."""
+    return _find_bench(candidate_dirs, COMPLEXITY_NAME)
 
 
 def _bench_blocks(bench: BenchAttention, plots_dir: Path, out_dir: Path, written: dict[str, Path],
@@ -879,6 +892,12 @@ def _bench_blocks(bench: BenchAttention, plots_dir: Path, out_dir: Path, written
             shutil.copyfile(bench.png_path, dest)
         written[f"plots/{dest.name}"] = dest
         blocks.append(_Img(dest, f"plots/{dest.name}", "attention scaling: time and memory vs size"))
+    blocks += _checks_blocks(doc)
+    return blocks
+
+
+def _checks_blocks(doc: dict[str, Any] | None) -> list[Any]:
+    """A micro-benchmark's ``checks`` as a table (result, check, value, target, note)."""
     checks = (doc or {}).get("checks")
     if isinstance(checks, list) and checks:
         rows = []
@@ -893,9 +912,165 @@ def _bench_blocks(bench: BenchAttention, plots_dir: Path, out_dir: Path, written
                 str(c.get("target", "")),
                 str(c.get("note") or ""),
             ])
-        blocks += [_H(3, "Checks"), _Table(["result", "check", "value", "target", "note"], rows)]
-    elif doc is not None:
-        blocks.append(_P("The benchmark JSON has no checks.", "note"))
+        return [_H(3, "Checks"), _Table(["result", "check", "value", "target", "note"], rows)]
+    if doc is not None:
+        return [_P("The benchmark JSON has no checks.", "note")]
+    return []
+
+
+# ============================================================================ complexity bench (Table 1)
+def _fmt_exponent(fit: Any, paper: Any = None) -> str:
+    """``1.93 ± 0.04 (top 2.01)`` and, with ``paper``, ``[paper 2]``."""
+    if not isinstance(fit, dict) or _num(fit.get("exponent")) is None:
+        s = "–"
+    else:
+        s = f"{fit['exponent']:.2f}"
+        if _num(fit.get("stderr")) is not None:
+            s += f" ± {fit['stderr']:.2f}"
+        if _num(fit.get("tail_exponent")) is not None:
+            s += f" (top {fit['tail_exponent']:.2f})"
+    if _num(paper) is not None:
+        s += f" [paper {paper:g}]"
+    return s
+
+
+def _by_n(values: Any, limit: int = 6) -> str:
+    """``{"64": 1, "256": 1}`` -> ``n=64: 1, n=256: 1`` (largest ``limit`` n)."""
+    if not isinstance(values, dict) or not values:
+        return "–"
+    items = sorted(((int(k), v) for k, v in values.items() if str(k).lstrip("-").isdigit()), key=lambda kv: kv[0])
+    return ", ".join(f"n={n}: {v}" for n, v in items[-limit:])
+
+
+def _path_cell(paths: Any) -> str:
+    if not isinstance(paths, list) or not paths:
+        return "–"
+    parts = []
+    for p in paths:
+        if not isinstance(p, dict):
+            continue
+        hops = [h for h in p.get("hops") or [] if isinstance(h, dict) and h.get("hops") is not None]
+        largest = max((h["n"] for h in hops), default=None)
+        at = [h for h in hops if h["n"] == largest]
+        shown = ", ".join(
+            f"{h['hops']}" + ("" if h.get("param") is None else f" ({'r' if 'attention' in str(p.get('probe')) else 'k'}={h['param']})")
+            for h in at)
+        mark = "" if p.get("all_match", True) else " (probe ≠ closed form!)"
+        parts.append(f"{p.get('probe')}: {p.get('best')}{mark}" + (f"; n={largest}: {shown} hops" if at else ""))
+    return "; ".join(parts) or "–"
+
+
+def _complexity_blocks(bench: BenchAttention, plots_dir: Path, out_dir: Path, written: dict[str, Path],
+                       warn: Callable[[str, str], None]) -> list[Any]:
+    """"Why self-attention: Table 1 measured": the paper's columns and the measured ones side by
+    side, memory exponents, path-length and sequential-operation details, the plot, checks."""
+    blocks: list[Any] = [_H(2, "Why self-attention: Table 1 measured", "bench-complexity")]
+    src = bench.json_path or bench.png_path
+    blocks.append(_P(f"From {src} (attnbench bench complexity). Paper: Vaswani et al. (2017), "
+                     f"Attention Is All You Need, Table 1.", "note"))
+    doc = bench.doc
+    if bench.json_path is not None and doc is None:
+        warn("unreadable", f"{bench.json_path}: not readable as JSON")
+    doc = doc or {}
+    setup = doc.get("setup") or {}
+    env = doc.get("environment") or {}
+    if doc:
+        sn, sd = setup.get("sweep_n") or {}, setup.get("sweep_d") or {}
+        blocks.append(_P(
+            f"Status: {doc.get('status')}; device: {env.get('device_name') or setup.get('device')}; dtype: "
+            f"{setup.get('dtype')}; batch {setup.get('batch')}, heads {setup.get('heads')}, window r={setup.get('window')}, "
+            f"kernel k={setup.get('kernel')}; n sweep {sn.get('lengths')} at d={sn.get('d')}; d sweep "
+            f"{sd.get('widths')} at n={sd.get('n')}; {len(doc.get('points') or [])} timing points in "
+            f"{fmt_seconds(doc.get('wall_time_s'))}; date {env.get('date', '–')}."))
+    rows = [r for r in doc.get("table") or [] if isinstance(r, dict)]
+    if rows:
+        paper_rows = (doc.get("paper") or {}).get("rows") or {}
+        if paper_rows:
+            blocks.append(_H(3, "The paper's table"))
+            blocks.append(_Table(
+                ["layer type", "complexity per layer", "sequential operations", "maximum path length"],
+                [[str(r.get("row")), str(r.get("complexity")), str(r.get("sequential")), str(r.get("path"))]
+                 for r in paper_rows.values() if isinstance(r, dict)]))
+        blocks.append(_H(3, "Paper and measured, side by side"))
+        blocks.append(_Table(
+            ["layer (measured)", "paper row", "complexity per layer (paper)", "time ∝ n^e: e measured",
+             "time ∝ d^e: e measured", "sequential operations (paper)", "sequential steps, measured",
+             "maximum path length (paper)", "maximum path length, measured (best fit)"],
+            [[str(r.get("layer")), str(r.get("paper_row")), str(r.get("paper_complexity")),
+              _fmt_exponent(r.get("time_exp_n"), r.get("paper_exp_n")),
+              _fmt_exponent(r.get("time_exp_d"), r.get("paper_exp_d")),
+              str(r.get("paper_sequential")),
+              f"{r.get('sequential_class') or '–'} ({_by_n(r.get('sequential_steps'), 2)})",
+              str(r.get("paper_path")), _path_cell(r.get("path"))] for r in rows]))
+        blocks.append(_P(
+            "Exponent e: slope of the least-squares line through (log size, log time) over the sweep ± its standard "
+            "error; 'top': the slope over the largest three sizes, where fixed per-call costs matter least. Time is "
+            "forward + backward of one layer (median of the timed repeats). The *_op rows time the attention alone, "
+            "the part of a layer Table 1 counts; the layers add O(n·d²) projections. Sequential steps: the longest "
+            "chain of dependent step applications (a recurrence is counted on an explicit cell loop with the fused "
+            "module's weights). Maximum path length: the fewest hops (layers, or time steps inside a recurrence) "
+            "through which input 0 reaches output n−1, measured by autograd (nonzero gradient), fitted against 1, "
+            "log n, n/r (n/k) and n; the best R² is named.", "note"))
+        blocks.append(_H(3, "Memory"))
+        blocks.append(_Table(
+            ["layer", "peak memory ∝ n^e", "peak memory ∝ d^e", "implementation"],
+            [[str(r.get("layer")), _fmt_exponent(r.get("mem_exp_n")), _fmt_exponent(r.get("mem_exp_d")),
+              str((setup.get("layers") or {}).get(r.get("layer"), ""))] for r in rows]))
+        blocks.append(_P("Peak memory: growth over the inputs during one forward + backward call (activations kept "
+                         "for backward and gradients); the paper's table has no memory column.", "note"))
+    kinds = ((doc.get("path_length") or {}).get("kinds")) or {}
+    if kinds:
+        prow = []
+        for kind, k in kinds.items():
+            if not isinstance(k, dict):
+                continue
+            fit = k.get("fit") or {}
+            r2 = ", ".join(f"{m}: {'–' if v.get('r2') is None else format(v['r2'], '.3f')}"
+                           for m, v in (fit.get("models") or {}).items() if isinstance(v, dict))
+            pts = [p for p in k.get("points") or [] if isinstance(p, dict)]
+            by_param: dict[Any, list[str]] = defaultdict(list)
+            for p in pts:
+                by_param[p.get("param")].append(f"{p.get('n')}:{p.get('hops')}")
+            hops = "; ".join(("" if prm is None else f"{'r' if 'attention' in kind else 'k'}={prm}: ") + " ".join(v)
+                             for prm, v in by_param.items())
+            prow.append([kind, str(k.get("paper")), str(fit.get("best")),
+                         "yes" if k.get("all_match") else "NO", r2, hops])
+        blocks.append(_H(3, "Maximum path length, measured"))
+        blocks.append(_Table(["probe", "paper", "best fit", "= closed form", "R² per model", "n:hops"], prow))
+        method = (doc.get("path_length") or {}).get("method")
+        if method:
+            blocks.append(_P(f"Method: {method}.", "note"))
+    seq = ((doc.get("sequential_ops") or {}).get("layers")) or {}
+    if seq:
+        srow = []
+        for layer, s in seq.items():
+            if not isinstance(s, dict):
+                continue
+            pts = [p for p in s.get("points") or [] if isinstance(p, dict)]
+            srow.append([layer, str(s.get("paper")), str(s.get("steps_class")),
+                         " ".join(f"{p.get('n')}:{p.get('steps')}" for p in pts),
+                         str(s.get("critical_path_class")),
+                         " ".join(f"{p.get('n')}:{p.get('critical_path_ops')}" for p in pts)])
+        blocks.append(_H(3, "Sequential operations, counted"))
+        blocks.append(_Table(["layer", "paper", "steps: growth", "n:steps", "critical path: growth",
+                              "n:autograd ops"], srow))
+        method = (doc.get("sequential_ops") or {}).get("method")
+        if method:
+            blocks.append(_P(f"Method: {method}.", "note"))
+    failed = [p for p in doc.get("points") or [] if isinstance(p, dict) and p.get("status") not in (None, "ok")]
+    if failed:
+        blocks.append(_P("Points not measured: " + "; ".join(
+            f"{p.get('layer')} n={p.get('n')} d={p.get('d')}: {p.get('status')}"
+            + (f" ({p['reason']})" if p.get("reason") else "") for p in failed), "warn"))
+    if bench.png_path is not None:
+        dest = plots_dir / f"{COMPLEXITY_NAME}.png"
+        if bench.png_path.resolve() != dest.resolve():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(bench.png_path, dest)
+        written[f"plots/{dest.name}"] = dest
+        blocks.append(_Img(dest, f"plots/{dest.name}", "Table 1 measured: log-log time, memory, path length, "
+                                                        "sequential operations"))
+    blocks += _checks_blocks(doc if bench.doc is not None else None)
     return blocks
 
 
@@ -1055,7 +1230,7 @@ def write_report(
 ) -> dict[str, Path]:
     """Write ``REPORT.md``, ``report.html``, ``summary.csv`` and ``plots/*.png`` for the records
     under ``results_dir`` into ``out_dir`` (default ``results_dir``). ``bench_dirs``: where to
-    look for the attention scaling benchmark (default :func:`bench_candidate_dirs`).
+    look for the micro-benchmarks' output (default :func:`bench_candidate_dirs` of each).
 
     Returns ``{path relative to out_dir: absolute path}`` of every file written. Raises
     :class:`ReportError` when there is nothing to report on."""
@@ -1137,6 +1312,12 @@ def write_report(
             blocks += _bench_blocks(bench, plots_dir, out, written, warn)
         except Exception as exc:  # noqa: BLE001
             warn("plots", f"attention scaling benchmark: {type(exc).__name__}: {exc}")
+    cx = find_bench_complexity(bench_dirs if bench_dirs is not None else bench_candidate_dirs(results_dir, "complexity"))
+    if cx is not None:
+        try:
+            blocks += _complexity_blocks(cx, plots_dir, out, written, warn)
+        except Exception as exc:  # noqa: BLE001
+            warn("render", f"complexity benchmark (Table 1): {type(exc).__name__}: {exc}")
 
     blocks += _warning_blocks(warns)
 
@@ -1153,8 +1334,8 @@ def add_report_arguments(parser) -> None:
                         help="a suite folder (results/<suite>) or a folder of suites (default: results)")
     parser.add_argument("--out", metavar="DIR", default=None, help="where to write the report (default: RESULTS_DIR)")
     parser.add_argument("--bench-dir", dest="bench_dirs", action="append", default=None, metavar="DIR",
-                        help="folder with bench_attention.json/.png (repeatable; default: RESULTS_DIR, "
-                             "RESULTS_DIR/bench[/attention], RESULTS_DIR/../bench[/attention])")
+                        help="folder with bench_attention.json/.png or bench_complexity.json/.png (repeatable; "
+                             "default: RESULTS_DIR, RESULTS_DIR/bench[/NAME], RESULTS_DIR/../bench[/NAME])")
 
 
 def run_report_command(args) -> int:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
-from pathlib import Path
 
 import pytest
 

@@ -300,3 +300,83 @@ def test_edge_records_are_warned_not_pooled(tmp_path):
     assert "is None" in w["no_metric"][0]  # NaN is written as null (strict JSON)
     assert "feedfacecafe" in w["stale"][0]
     assert "junk.json" in w["unreadable"][0]
+
+
+# --------------------------------------------------------------------------- complexity bench (Table 1)
+def _complexity_doc() -> dict:
+    fit = lambda e, se, top: {"exponent": e, "stderr": se, "tail_exponent": top, "points": 5}  # noqa: E731
+    return {
+        "benchmark": "complexity", "schema_version": 1, "status": "done", "wall_time_s": 201.5,
+        "setup": {"device": "cpu", "dtype": "float32", "batch": 1, "heads": 4, "window": 32, "kernel": 3,
+                  "sweep_n": {"d": 128, "lengths": [128, 256]}, "sweep_d": {"n": 1024, "widths": [64, 128]},
+                  "layers": {"self_attention": "MultiHeadAttention full", "lstm": "nn.LSTM"}},
+        "environment": {"device_name": "Test CPU 9000", "date": "2026-11-20T10:00:00+00:00"},
+        "paper": {"rows": {"self_attention": {"row": "Self-Attention", "complexity": "O(n^2·d)",
+                                              "sequential": "O(1)", "path": "O(1)"},
+                           "recurrent": {"row": "Recurrent", "complexity": "O(n·d^2)", "sequential": "O(n)",
+                                         "path": "O(n)"}}},
+        "points": [{"layer": "lstm", "n": 8192, "d": 128, "status": "oom", "sweeps": ["n"]}],
+        "table": [
+            {"layer": "self_attention", "paper_row": "Self-Attention", "paper_complexity": "O(n^2·d)",
+             "paper_exp_n": 2.0, "paper_exp_d": 1.0, "paper_sequential": "O(1)", "paper_path": "O(1)",
+             "time_exp_n": fit(1.93, 0.04, 1.97), "time_exp_d": fit(1.1, 0.1, 1.2), "mem_exp_n": fit(0.9, 0.02, 1.0),
+             "mem_exp_d": None, "sequential_steps": {"64": 1, "4096": 1}, "sequential_class": "O(1)",
+             "path": [{"probe": "self_attention", "best": "O(1)", "all_match": True,
+                       "hops": [{"n": 8, "param": None, "hops": 1}, {"n": 128, "param": None, "hops": 1}]}]},
+            {"layer": "lstm", "paper_row": "Recurrent", "paper_complexity": "O(n·d^2)", "paper_exp_n": 1.0,
+             "paper_exp_d": 2.0, "paper_sequential": "O(n)", "paper_path": "O(n)",
+             "time_exp_n": fit(0.97, 0.01, 0.98), "time_exp_d": None, "mem_exp_n": None, "mem_exp_d": None,
+             "sequential_steps": {"64": 64, "4096": 4096}, "sequential_class": "O(n)",
+             "path": [{"probe": "lstm", "best": "O(n)", "all_match": False,
+                       "hops": [{"n": 8, "param": None, "hops": 7}, {"n": 128, "param": None, "hops": 127}]}]},
+        ],
+        "path_length": {"method": "autograd reachability", "kinds": {
+            "restricted_attention": {"paper": "O(n/r)", "all_match": True,
+                                     "fit": {"best": "O(n/r)", "models": {"O(1)": {"r2": None}, "O(n/r)": {"r2": 0.998}}},
+                                     "points": [{"n": 8, "param": 2, "hops": 4}, {"n": 16, "param": 2, "hops": 8}]}}},
+        "sequential_ops": {"method": "hooks and autograd", "layers": {
+            "lstm": {"paper": "O(n)", "steps_class": "O(n)", "critical_path_class": "O(n)",
+                     "points": [{"n": 64, "steps": 64, "critical_path_ops": 514}]}}},
+        "checks": [{"name": "path length lstm: probe == closed form", "value": "4/5", "target": "all", "pass": False},
+                   {"name": "time exponent in n: self_attention", "value": 1.93, "target": "2 (paper)", "pass": None}],
+    }
+
+
+def test_complexity_section(tmp_path):
+    rec = _record("toy", "synth", "transformer", 0, "acc", "max", 0.5)
+    write_json_atomic(record_path(tmp_path / "s", rec), rec)
+    cx = tmp_path / "bench" / "complexity"
+    write_json_atomic(cx / "bench_complexity.json", _complexity_doc())
+    (cx / "bench_complexity.png").write_bytes(_tiny_png())
+    written = report.write_report(tmp_path / "s")
+    md = written["REPORT.md"].read_text(encoding="utf-8")
+    html = written["report.html"].read_text(encoding="utf-8")
+    assert "## Why self-attention: Table 1 measured" in md and "Why self-attention: Table 1 measured" in html
+    assert "### The paper's table" in md and "| Recurrent | O(n·d^2) | O(n) | O(n) |" in md
+    # side by side: the paper's column next to the measured one
+    row = next(line for line in md.splitlines() if line.startswith("| self_attention | Self-Attention |"))
+    assert "O(n^2·d)" in row and "1.93 ± 0.04 (top 1.97) [paper 2]" in row and "n=4096: 1" in row
+    assert "self_attention: O(1); n=128: 1 hops" in row
+    lstm = next(line for line in md.splitlines() if line.startswith("| lstm | Recurrent |"))
+    assert "O(n) (n=64: 64, n=4096: 4096)" in lstm and "probe ≠ closed form" in lstm and "– [paper 2]" in lstm
+    assert "### Memory" in md and "0.90 ± 0.02 (top 1.00)" in md
+    assert "| restricted_attention | O(n/r) | O(n/r) | yes | O(1): –, O(n/r): 0.998 | r=2: 8:4 16:8 |" in md
+    assert "| lstm | O(n) | O(n) | 64:64 | O(n) | 64:514 |" in md
+    assert "Points not measured: lstm n=8192 d=128: oom" in md
+    assert "plots/bench_complexity.png" in md and written["plots/bench_complexity.png"].is_file()
+    assert "| FAIL | path length lstm: probe == closed form | 4/5 | all |" in md
+    assert html.count("data:image/png;base64,") >= 2
+
+
+def test_find_bench_complexity_and_unreadable_json(tmp_path):
+    assert report.find_bench_complexity(report.bench_candidate_dirs(tmp_path, "complexity")) is None
+    assert tmp_path / "bench" / "complexity" in report.bench_candidate_dirs(tmp_path, "complexity")
+    rec = _record("toy", "synth", "transformer", 0, "acc", "max", 0.5)
+    write_json_atomic(record_path(tmp_path / "s", rec), rec)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "bench_complexity.json").write_text("{broken", encoding="utf-8")
+    found = report.find_bench_complexity([tmp_path / "b"])
+    assert found.json_path == tmp_path / "b" / "bench_complexity.json" and found.doc is None
+    written = report.write_report(tmp_path / "s", tmp_path / "out", bench_dirs=[tmp_path / "b"])
+    md = written["REPORT.md"].read_text(encoding="utf-8")
+    assert "Why self-attention: Table 1 measured" in md and "bench_complexity.json: not readable as JSON" in md

@@ -1,0 +1,139 @@
+"""Pieces shared by the micro-benchmarks (``attnbench bench attention``, ``... complexity``):
+device and memory-cap resolution, the per-point helpers that run inside the isolated worker
+(thread count, seeded inputs, which attn_core version was measured), and the sweep step that
+runs one point or skips it after a smaller size already failed.
+
+Torch is imported lazily: this module is safe to import anywhere (no CUDA call unless a
+config asks for ``cuda``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from benchmarks import measure
+from benchmarks.schema import ConfigError
+
+__all__ = [
+    "resolve_device",
+    "resolve_mem_cap",
+    "set_threads",
+    "make_inputs",
+    "attn_core_fingerprint",
+    "busy_warning",
+    "run_point",
+    "point_record",
+    "mib",
+]
+
+
+# --------------------------------------------------------------------------- resolving
+def resolve_device(name: str) -> str:
+    """``auto`` -> ``cuda`` when available, else ``cpu``; ``cuda`` without a GPU is a config error."""
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device 'cuda' was asked for but torch.cuda.is_available() is False; use --device cpu")
+    return name
+
+
+def resolve_mem_cap(cfg: dict, device: str) -> int | None:
+    """Bytes a CPU point may grow by (None on CUDA: device OOM errors are clean there), from the
+    config keys ``isolate``, ``mem_cap_gb`` and ``mem_cap_fraction``."""
+    if device != "cpu" or not cfg["isolate"]:
+        return None
+    if cfg["mem_cap_gb"] is not None:
+        return int(cfg["mem_cap_gb"] * (1 << 30))
+    avail = measure.available_memory_bytes()
+    return int(avail * cfg["mem_cap_fraction"]) if avail else None
+
+
+# --------------------------------------------------------------------------- inside a point
+def set_threads(threads: int | None) -> int:
+    """Set torch's CPU thread count (``None``: leave torch's default); return the count in use."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+def make_inputs(shape, n: int, dtype, device, seed: int) -> list:
+    """``n`` standard-normal tensors of ``shape``, drawn on the CPU from one seeded generator
+    (the same values on every device), then moved to ``device``/``dtype``."""
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    return [torch.randn(shape, generator=gen).to(device=device, dtype=dtype) for _ in range(n)]
+
+
+def attn_core_fingerprint() -> str | None:
+    """SHA-1 of the attn_core sources: which version of the code a point measured (it can
+    change during a long sweep while attn_core is being worked on)."""
+    try:
+        import attn_core
+    except ImportError:
+        return None
+    h = hashlib.sha1()
+    for path in sorted(Path(attn_core.__file__).parent.rglob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+# --------------------------------------------------------------------------- the sweep
+def busy_warning(env: dict, device: str) -> str | None:
+    """A warning when a CPU run starts on a busy machine (1-minute load >= half the cores)."""
+    load = env.get("load_average")
+    cores = env.get("cpu_affinity") or env.get("cpu_count") or 1
+    if device == "cpu" and load and load[0] >= 0.5 * cores:
+        return f"machine busy at start: load average {load[0]:.2f} on {cores} cores"
+    return None
+
+
+def run_point(
+    point: dict,
+    *,
+    group: str,
+    where: str,
+    failed: dict[str, tuple[str, str]],
+    skip_on: Iterable[str],
+    skip_after_failure: bool,
+    isolate: bool,
+    timeout_s: float | None,
+    mem_cap_bytes: int | None,
+) -> dict:
+    """Run ``point`` (``target``, ``kwargs``, ``preload``) through :func:`measure.execute`, or
+    skip it when an earlier (smaller) point of the same ``group`` ended in a status in
+    ``skip_on``. ``failed`` maps group -> (status, where) of the first such failure and is
+    updated here (oom/timeout only). The record gets the 1-minute load average before the run."""
+    prior = failed.get(group) if skip_after_failure else None
+    if prior is not None and prior[0] in tuple(skip_on):
+        return {"status": "skipped", "skipped_because": prior[0],
+                "reason": f"not run: {prior[0]} already at {prior[1]} (a larger size needs at least as much)"}
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    rec = measure.execute(point["target"], point["kwargs"], isolate=isolate, timeout_s=timeout_s,
+                          mem_cap_bytes=mem_cap_bytes, preload=point.get("preload", ()))
+    rec["load_1m_before"] = load
+    if rec["status"] in ("oom", "timeout"):
+        failed.setdefault(group, (rec["status"], where))
+    return rec
+
+
+def point_record(point: dict, rec: dict, keep: Iterable[str]) -> dict:
+    """The stored record of a point: its plan (without ``target``/``kwargs``/``preload``) and the
+    ``keep`` fields of its result (plus ``skipped_because`` for skipped points)."""
+    record = {k: v for k, v in point.items() if k not in ("target", "kwargs", "preload")}
+    record.update({k: rec[k] for k in keep if k in rec})
+    if "skipped_because" in rec:
+        record["skipped_because"] = rec["skipped_because"]
+    return record
+
+
+def mib(b: Any) -> str:
+    return "-" if b is None else f"{b / (1 << 20):.1f} MiB"
