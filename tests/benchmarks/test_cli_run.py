@@ -74,7 +74,7 @@ def test_bad_input_is_one_clear_line(argv, message, capsys):
 def test_dry_run_lists_cells(capsys):
     assert main(["run", "graphs", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "valid; 60 cells" in out and "graphs/planetoid/gcn seed=9" in out
+    assert "valid; 50 cells" in out and "graphs/planetoid/gcn seed=9" in out
 
 
 def test_list_shows_tasks_models_and_families(capsys):

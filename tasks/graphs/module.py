@@ -1,0 +1,40 @@
+"""The node-classification LightningModule: full-batch cross-entropy on the stage's mask."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.nn.functional as F
+from torch import nn
+
+from tasks.common.module import StepOutput, TaskModule
+
+__all__ = ["GraphNodeClassifier", "MODULE_DEFAULTS"]
+
+#: The GAT-paper protocol: Adam, lr 0.005, L2 weight decay 5e-4 (early stopping is the runner's).
+MODULE_DEFAULTS: dict[str, Any] = {"lr": 0.005, "weight_decay": 5e-4, "optimizer": "adam"}
+
+_MASKS = {"train": "train_mask", "val": "val_mask", "test": "test_mask"}
+
+
+class GraphNodeClassifier(TaskModule):
+    """Receives a network ``net(data) -> logits (N, C)``; every step sees the whole graph and
+    scores only the nodes of the stage's mask (``train_mask``, ``val_mask``, ``test_mask``).
+    Logs ``<stage>/loss`` and ``<stage>/acc``; ``samples`` = nodes in the mask."""
+
+    def __init__(self, net: nn.Module, **kwargs: Any) -> None:
+        super().__init__(net, **{**MODULE_DEFAULTS, **kwargs})
+
+    def step(self, batch: Any, stage: str) -> StepOutput:
+        mask = getattr(batch, _MASKS[stage])
+        logits = self.net(batch)[mask]  # (M, C)
+        y = batch.y[mask]
+        loss = F.cross_entropy(logits, y)
+        acc = (logits.argmax(-1) == y).float().mean()
+        return StepOutput(loss=loss, metrics={"acc": acc.detach()}, samples=int(mask.sum()))
+
+
+def make_module(net: nn.Module, data_info: dict | None = None, **train_params: Any) -> GraphNodeClassifier:
+    """``Task.make_module``: the classifier around ``net`` (``data_info`` is not needed)."""
+    del data_info
+    return GraphNodeClassifier(net, **train_params)
