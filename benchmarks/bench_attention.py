@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from benchmarks import measure
 from benchmarks.bench_common import (
+    save_figure_atomic,
     attn_core_fingerprint,
     busy_warning,
     make_inputs,
@@ -744,12 +745,7 @@ def plot_results(doc: dict, path: str | Path) -> None:
         fontsize=10,
     )
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure_atomic(fig, path, dpi=110)
 
 
 # --------------------------------------------------------------------------- entry point

@@ -137,3 +137,15 @@ def point_record(point: dict, rec: dict, keep: Iterable[str]) -> dict:
 
 def mib(b: Any) -> str:
     return "-" if b is None else f"{b / (1 << 20):.1f} MiB"
+
+
+def save_figure_atomic(fig, path: str | Path, dpi: int = 110) -> None:
+    """Save a matplotlib figure so a reader never sees half a PNG, then close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=dpi)
+    plt.close(fig)
+    tmp.replace(path)

@@ -74,6 +74,7 @@ from torch import nn
 
 from benchmarks import measure
 from benchmarks.bench_common import (
+    save_figure_atomic,
     attn_core_fingerprint,
     busy_warning,
     make_inputs,
@@ -1247,12 +1248,7 @@ def plot_results(doc: dict, path: str | Path) -> None:
         fontsize=10,
     )
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure_atomic(fig, path, dpi=100)
 
 
 # ============================================================================ entry point
