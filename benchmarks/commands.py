@@ -84,7 +84,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     devices = args.devices
     if devices is not None:
-        devices = int(devices) if devices.isdigit() else [int(d) for d in devices.split(",")]
+        parts = [d.strip() for d in devices.split(",")]
+        if not all(p.isdigit() for p in parts):
+            raise _cli_error(f"--devices {devices!r}: expected a count (e.g. 1) or device indices (e.g. 0,1)")
+        devices = int(parts[0]) if len(parts) == 1 else [int(p) for p in parts]
     opts = RunOptions(
         out=out,
         data_dir=_data_dir(args.data_dir),

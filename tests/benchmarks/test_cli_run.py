@@ -63,6 +63,7 @@ def test_rerun_skips_everything(tiny_run, capsys):
         (["run", "quick", "--set", "cells=[{task: chess, dataset: x}]"], "unknown task 'chess'; valid: graphs"),
         (["run", "quick", "--data-dir", "/no/such/dir"], "--data-dir /no/such/dir: no such directory"),
         (["report", "/no/such/results"], "results folder not found"),
+        (["run", "quick", "--devices", "gpu0"], "--devices 'gpu0': expected a count"),
     ],
 )
 def test_bad_input_is_one_clear_line(argv, message, capsys):
