@@ -54,6 +54,8 @@ from benchmarks.records import load_manifests, load_records
 
 __all__ = [
     "EXTRA_RENDERERS",
+    "BENCH_RENDERERS",
+    "BenchContext",
     "ExtraContext",
     "ExtraSection",
     "ReportError",
@@ -122,6 +124,23 @@ ExtraRenderer = Callable[[ExtraContext], "ExtraSection | None"]
 #: ``rec["extras"]`` key -> renderer. Tasks register here (e.g. confusion tables, attention
 #: maps); keys without a renderer are listed in the report as not rendered.
 EXTRA_RENDERERS: dict[str, ExtraRenderer] = {}
+
+
+@dataclass
+class BenchContext:
+    """What a micro-benchmark section renderer gets: the benchmark's name, the folder holding
+    its ``bench_<name>.json``, the parsed JSON (None if unreadable), and where to write plots."""
+
+    name: str
+    bench_dir: Path
+    doc: Any
+    plots_dir: Path
+    out_dir: Path
+
+
+#: micro-benchmark name -> renderer of its report section (for benchmarks beyond ``attention``
+#: and ``complexity``, whose sections are built in); found like those, via bench_candidate_dirs.
+BENCH_RENDERERS: dict[str, Callable[[BenchContext], "ExtraSection | None"]] = {}
 
 
 # ============================================================================ formatting
@@ -1235,6 +1254,9 @@ def write_report(
     Returns ``{path relative to out_dir: absolute path}`` of every file written. Raises
     :class:`ReportError` when there is nothing to report on."""
     an = analyse(results_dir, confidence)
+    from benchmarks.extras import load_all
+
+    load_all()  # the domains' renderers register in EXTRA_RENDERERS
     out = Path(out_dir) if out_dir is not None else Path(results_dir)
     out.mkdir(parents=True, exist_ok=True)
     plots_dir = out / "plots"
@@ -1318,6 +1340,19 @@ def write_report(
             blocks += _complexity_blocks(cx, plots_dir, out, written, warn)
         except Exception as exc:  # noqa: BLE001
             warn("render", f"complexity benchmark (Table 1): {type(exc).__name__}: {exc}")
+
+    for bname, render in sorted(BENCH_RENDERERS.items()):
+        cands = bench_dirs if bench_dirs is not None else bench_candidate_dirs(results_dir, bname)
+        found = _find_bench(cands, f"bench_{bname}")
+        if found is None or found.json_path is None:
+            continue
+        try:
+            sec = render(BenchContext(bname, found.json_path.parent, found.doc, plots_dir, out))
+        except Exception as exc:  # noqa: BLE001 - one bad renderer must not lose the report
+            warn("render", f"{bname} benchmark: {type(exc).__name__}: {exc}")
+            continue
+        if sec is not None:
+            blocks.append(_Raw(sec.markdown, sec.html))
 
     blocks += _warning_blocks(warns)
 

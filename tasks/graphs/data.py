@@ -17,17 +17,18 @@ builders) and ``checksum()`` load the data on first use.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader
+
+from tasks.common.data import default_cache_dir, file_lock, subset_indices
 
 __all__ = [
     "PlanetoidDataModule",
@@ -47,12 +48,6 @@ PLANETOID_NAMES = ("Cora", "CiteSeer", "PubMed")
 PLANETOID_SPLITS = ("public", "full", "random")
 _RAW_SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 _STAGES = ("train", "val", "test")
-
-
-def default_cache_dir() -> Path:
-    """``$ATTNBENCH_CACHE`` or ``~/.cache/attnbench``."""
-    env = os.environ.get("ATTNBENCH_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "attnbench"
 
 
 def graph_checksum(data: Any, extra: str = "") -> str:
@@ -109,6 +104,18 @@ class _FullBatchDataModule(L.LightningDataModule):
             self._checksum = graph_checksum(self.data, extra=type(self).__name__)
         return self._checksum
 
+    def limit_train(self, fraction: float, seed: int = 0) -> int:
+        """Keep a seeded random ``fraction`` of the training nodes (the runner's
+        ``train_fraction``); the graph, features and val/test nodes are unchanged."""
+        data = self.data
+        nodes = data.train_mask.nonzero().flatten()
+        keep = nodes[subset_indices(len(nodes), fraction, seed)]
+        mask = torch.zeros_like(data.train_mask)
+        mask[keep] = True
+        data.train_mask = mask
+        self._checksum = None
+        return int(mask.sum())
+
     def prepare_data(self) -> None:
         _ = self.data
 
@@ -133,24 +140,6 @@ class _FullBatchDataModule(L.LightningDataModule):
 
 
 # --------------------------------------------------------------------------- Planetoid
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock (POSIX ``flock``), so that parallel runs sharing a cache
-    do not copy or process the same dataset at the same time. No-op where unsupported."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _same_bytes(a: Path, b: Path) -> bool:
     return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
 
@@ -264,7 +253,7 @@ class PlanetoidDataModule(_FullBatchDataModule):
         from torch_geometric.transforms import NormalizeFeatures
 
         self.root.mkdir(parents=True, exist_ok=True)
-        with _file_lock(self.root / f".{self.name}.lock"):
+        with file_lock(self.root / f".{self.name}.lock"):
             self._ensure_raw()
             # Planetoid's "random" split draws from the global RNG: fork it so that the split
             # depends on split_seed only and the caller's RNG state is left untouched.

@@ -1,0 +1,379 @@
+"""Data helpers shared by every domain: the cache, fetching files into it, length-bucketed
+batches, padding, a split-based DataModule base and the training-set fraction.
+
+Conventions (every task's DataModule follows them, the runner relies on them):
+
+* ``info``: a dict the model builders read (vocabulary sizes, classes, ...).
+* ``checksum()``: ``sha256:<hex>`` identifying the exact data the models see.
+* ``limit_train(fraction, seed)``: keep a seeded random ``fraction`` of the training set
+  (the runner's ``train_fraction`` option, the same for every task); returns the new size.
+* Real data comes from ``data_dir`` (read-only, the layout of ``shared/data``; files are
+  copied or gunzipped into the cache, never written in place), else from the cache, else from
+  upstream (download into the cache); if none works the error names the missing file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import lightning as L
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset, Sampler, Subset
+
+__all__ = [
+    "default_cache_dir",
+    "file_lock",
+    "materialize",
+    "tensor_checksum",
+    "pad_sequences",
+    "BucketBatchSampler",
+    "SplitDataModule",
+    "subset_indices",
+]
+
+
+# ----------------------------------------------------------------------------- the cache
+def default_cache_dir() -> Path:
+    """``$ATTNBENCH_CACHE`` or ``~/.cache/attnbench``."""
+    env = os.environ.get("ATTNBENCH_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "attnbench"
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock (POSIX ``flock``), so that parallel runs sharing a cache
+    do not copy or process the same dataset at the same time. No-op where unsupported."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    """Copy (gunzip when ``src`` ends in ``.gz`` and ``dst`` does not) through a temp file."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
+    try:
+        if src.suffix == ".gz" and dst.suffix != ".gz":
+            with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+        else:
+            shutil.copyfile(src, tmp)  # copyfile: the copy is writable, unlike data_dir
+        os.replace(tmp, dst)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def materialize(
+    files: Sequence[str],
+    *,
+    subdir: str,
+    data_dir: str | os.PathLike | None,
+    cache_dir: str | os.PathLike | None,
+    dataset: str,
+    download: Callable[[Path], None] | None = None,
+) -> Path:
+    """Make ``<cache_dir>/<subdir>/<f>`` exist for every ``f`` in ``files`` and return that folder.
+
+    For each file, in order: ``<data_dir>/<subdir>/<f>`` or ``<f>.gz`` (gunzipped) is copied
+    into the cache (when it differs in size from the cached copy); else the cached copy is used;
+    else ``download(folder)`` is called once to fetch the missing files into the cache folder.
+    ``files`` may contain sub-paths (``"raw/train-images-idx3-ubyte"``).
+
+    Raises :class:`FileNotFoundError` naming the first missing file, where it was expected and
+    why the download did not help (none configured, no network, ...).
+    """
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    dest = cache / subdir
+    src_root = Path(data_dir) / subdir if data_dir is not None else None
+    with file_lock(cache / f".{subdir.replace('/', '_')}.lock"):
+        missing: list[str] = []
+        for f in files:
+            target = dest / f
+            src = None
+            if src_root is not None:
+                for cand in (src_root / f, src_root / f"{f}.gz"):
+                    if cand.is_file():
+                        src = cand
+                        break
+            if src is not None:
+                if not target.is_file() or (src.suffix != ".gz" and src.stat().st_size != target.stat().st_size):
+                    _copy_atomic(src, target)
+            elif not target.is_file():
+                missing.append(f)
+        if missing:
+            where = (f"{src_root / missing[0]}[.gz]" if src_root is not None else f"{dest / missing[0]}")
+            if download is None:
+                raise FileNotFoundError(f"{dataset}: missing {where}; no download source is known "
+                                        f"(pass --data-dir with the files)")
+            try:
+                dest.mkdir(parents=True, exist_ok=True)
+                download(dest)
+            except Exception as err:  # no network, HTTP error, ...
+                raise FileNotFoundError(
+                    f"{dataset}: missing {where} and the download into {dest} failed "
+                    f"({type(err).__name__}: {err}). Pass --data-dir pointing at a folder with "
+                    f"{subdir}/{missing[0]}[.gz]."
+                ) from err
+            still = [f for f in missing if not (dest / f).is_file()]
+            if still:
+                raise FileNotFoundError(f"{dataset}: {dest / still[0]} is still missing after the download")
+    return dest
+
+
+def tensor_checksum(*parts: Any, extra: str = "") -> str:
+    """``sha256:<hex>`` over tensors, numbers, strings and (nested) lists of them, with their
+    dtype and shape; the same data gives the same checksum in every process."""
+    h = hashlib.sha256(extra.encode())
+
+    def feed(x: Any) -> None:
+        if isinstance(x, Tensor):
+            t = x.detach().cpu().contiguous()
+            h.update(f"|T{t.dtype}{tuple(t.shape)}|".encode())
+            h.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.float().numpy().tobytes())
+        elif isinstance(x, (list, tuple)):
+            h.update(f"|L{len(x)}|".encode())
+            for y in x:
+                feed(y)
+        elif isinstance(x, dict):
+            h.update(f"|D{len(x)}|".encode())
+            for k in sorted(x):
+                h.update(str(k).encode())
+                feed(x[k])
+        else:
+            h.update(f"|{type(x).__name__}:{x}|".encode())
+
+    for p in parts:
+        feed(p)
+    return "sha256:" + h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- batching
+def pad_sequences(seqs: Sequence[Tensor], pad_value: float | int = 0) -> tuple[Tensor, Tensor]:
+    """Right-pad 1-D or ``(L, F)`` tensors to the longest: ``(padded (B, L, ...), mask (B, L))``
+    with ``mask`` True at real positions (the attn_core ``key_padding_mask`` convention)."""
+    if not seqs:
+        raise ValueError("pad_sequences: empty batch")
+    lengths = torch.tensor([s.shape[0] for s in seqs])
+    out = torch.nn.utils.rnn.pad_sequence(list(seqs), batch_first=True, padding_value=pad_value)
+    mask = torch.arange(out.shape[1])[None, :] < lengths[:, None]  # (B, L)
+    return out, mask
+
+
+class BucketBatchSampler(Sampler[list[int]]):
+    """Batches of similar length, so that little compute goes to padding.
+
+    Indices are sorted by length inside pools of ``pool_batches`` batches (shuffled first when
+    ``shuffle``), cut into batches of at most ``batch_size`` items and, with ``max_tokens``,
+    at most ``max_tokens`` padded tokens (``len(batch) * longest``); the batch order is then
+    shuffled. The shuffle is seeded by ``seed`` and the epoch (:meth:`set_epoch`, or advanced
+    automatically each ``__iter__``), so runs are repeatable.
+    """
+
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        batch_size: int,
+        *,
+        max_tokens: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        pool_batches: int = 50,
+        drop_last: bool = False,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size}; must be >= 1")
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens={max_tokens}; must be >= 1 or None")
+        self.lengths = [int(x) for x in lengths]
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self.shuffle = shuffle
+        self.seed = seed
+        self.pool = max(1, pool_batches) * batch_size
+        self.drop_last = drop_last
+        self.epoch = 0
+        self._auto_epoch = True
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self._auto_epoch = False
+
+    def _batches(self, epoch: int) -> list[list[int]]:
+        n = len(self.lengths)
+        g = torch.Generator().manual_seed(self.seed * 100003 + epoch)
+        order = torch.randperm(n, generator=g).tolist() if self.shuffle else list(range(n))
+        batches: list[list[int]] = []
+        for start in range(0, n, self.pool):
+            pool = sorted(order[start : start + self.pool], key=lambda i: self.lengths[i])
+            cur: list[int] = []
+            longest = 0
+            for i in pool:
+                ln = max(self.lengths[i], 1)
+                new_longest = max(longest, ln)
+                too_many = len(cur) + 1 > self.batch_size
+                too_long = self.max_tokens is not None and cur and (len(cur) + 1) * new_longest > self.max_tokens
+                if cur and (too_many or too_long):
+                    batches.append(cur)
+                    cur, new_longest = [], ln
+                cur.append(i)
+                longest = new_longest
+            if cur:
+                batches.append(cur)
+        if self.drop_last and batches and len(batches[-1]) < self.batch_size and self.max_tokens is None:
+            batches = batches[:-1]
+        if self.shuffle:
+            perm = torch.randperm(len(batches), generator=g).tolist()
+            batches = [batches[i] for i in perm]
+        return batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self._batches(self.epoch)
+        if self._auto_epoch:
+            self.epoch += 1
+        return iter(batches)
+
+    def __len__(self) -> int:
+        return len(self._batches(self.epoch))
+
+
+def subset_indices(n: int, fraction: float, seed: int) -> list[int]:
+    """A seeded random ``fraction`` of ``range(n)`` (at least one item), in ascending order."""
+    if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
+        raise ValueError(f"train_fraction={fraction!r}; must be in (0, 1]")
+    if fraction >= 1:
+        return list(range(n))
+    k = max(1, int(round(n * fraction)))
+    g = torch.Generator().manual_seed(int(seed))
+    return sorted(torch.randperm(n, generator=g)[:k].tolist())
+
+
+# ----------------------------------------------------------------------------- DataModule
+class SplitDataModule(L.LightningDataModule):
+    """Base for datasets with train/val/test splits held in memory.
+
+    Subclasses implement :meth:`load` -> ``{"train": Dataset, "val": ..., "test": ...}``,
+    :meth:`collate` (a list of items -> a batch) and :meth:`make_info`, and may implement
+    :meth:`length` (an item's length; then batches are length-bucketed with
+    :class:`BucketBatchSampler`) and :meth:`checksum_parts`. Loading happens once, on first use
+    of :attr:`splits`, :attr:`info` or :meth:`checksum`.
+    """
+
+    def __init__(self, *, batch_size: int = 32, max_tokens: int | None = None, eval_batch_size: int | None = None,
+                 num_workers: int = 0, shuffle_seed: int = 0) -> None:
+        super().__init__()
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size={batch_size!r}; must be a positive integer")
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size or batch_size
+        self.max_tokens = max_tokens
+        self.num_workers = num_workers
+        self.shuffle_seed = shuffle_seed
+        self._splits: dict[str, Dataset] | None = None
+        self._info: dict[str, Any] | None = None
+        self._checksum: str | None = None
+        self.train_fraction = 1.0
+
+    # -- to implement ------------------------------------------------------------------
+    def load(self) -> dict[str, Dataset]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def collate(self, items: list[Any]) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def make_info(self, splits: dict[str, Dataset]) -> dict[str, Any]:
+        return {f"num_{k}": len(v) for k, v in splits.items()}
+
+    def length(self, item: Any) -> int | None:
+        """An item's sequence length for bucketing; None = no bucketing (plain batches)."""
+        return None
+
+    def checksum_parts(self) -> Iterable[Any]:
+        """What :meth:`checksum` hashes; by default every item of every split (keep it cheap)."""
+        for name in ("train", "val", "test"):
+            ds = self.splits[name]
+            yield name
+            yield [ds[i] for i in range(len(ds))]
+
+    # -- shared ------------------------------------------------------------------------
+    @property
+    def splits(self) -> dict[str, Dataset]:
+        if self._splits is None:
+            splits = self.load()
+            for name in ("train", "val", "test"):
+                if name not in splits:
+                    raise ValueError(f"{type(self).__name__}.load() returned no {name!r} split")
+                if len(splits[name]) == 0:
+                    raise ValueError(f"{type(self).__name__}: the {name!r} split is empty")
+            self._splits = splits
+        return self._splits
+
+    @property
+    def info(self) -> dict[str, Any]:
+        if self._info is None:
+            self._info = self.make_info(self.splits)
+        return self._info
+
+    def checksum(self) -> str:
+        if self._checksum is None:
+            self._checksum = tensor_checksum(*self.checksum_parts(), extra=type(self).__name__)
+        return self._checksum
+
+    def limit_train(self, fraction: float, seed: int = 0) -> int:
+        """Keep a seeded random ``fraction`` of the training split (the same subset for every
+        model with the same ``seed``); returns the new training-set size. ``info`` is kept
+        (vocabularies etc. stay those of the full data) except ``num_train``."""
+        ds = self.splits["train"]
+        base = ds.dataset if isinstance(ds, Subset) else ds
+        idx = subset_indices(len(base), fraction, seed)
+        self._splits["train"] = Subset(base, idx) if len(idx) < len(base) else base
+        self.train_fraction = float(fraction)
+        self._checksum = None
+        info = self.info
+        if "num_train" in info:
+            info["num_train"] = len(idx)
+        return len(idx)
+
+    def prepare_data(self) -> None:
+        _ = self.splits
+
+    def setup(self, stage: str | None = None) -> None:
+        _ = self.splits
+
+    def _loader(self, split: str, train: bool) -> DataLoader:
+        ds = self.splits[split]
+        bs = self.batch_size if train else self.eval_batch_size
+        first = ds[0]
+        if self.length(first) is not None:
+            lengths = [self.length(ds[i]) for i in range(len(ds))]
+            sampler = BucketBatchSampler(lengths, bs, max_tokens=self.max_tokens, shuffle=train,
+                                         seed=self.shuffle_seed)
+            return DataLoader(ds, batch_sampler=sampler, collate_fn=self.collate, num_workers=self.num_workers)
+        g = torch.Generator().manual_seed(self.shuffle_seed)
+        return DataLoader(ds, batch_size=bs, shuffle=train, generator=g if train else None,
+                          collate_fn=self.collate, num_workers=self.num_workers)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", False)
+

@@ -1,0 +1,30 @@
+"""Shared test fixtures.
+
+``shared_data``: the folder of real datasets (``$ATTNBENCH_SHARED_DATA`` or ``../shared/data``
+beside the repository); tests that need it skip cleanly when it is absent. Treat it as
+read-only: loaders copy or decompress into ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_root() -> Path | None:
+    env = os.environ.get("ATTNBENCH_SHARED_DATA")
+    root = Path(env) if env else REPO.parent / "shared" / "data"
+    return root if root.is_dir() else None
+
+
+@pytest.fixture
+def shared_data():
+    """The shared data folder, or skip the test when it is absent."""
+    root = shared_data_root()
+    if root is None:
+        pytest.skip("../shared/data (or $ATTNBENCH_SHARED_DATA) is absent")
+    return root
