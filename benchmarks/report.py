@@ -395,6 +395,8 @@ class Group:
     mode: str
     models: list[ModelResult]
     comparisons: list[Comparison] = field(default_factory=list)
+    base_dataset: str = ""  # the dataset name without the training-set fraction
+    train_fraction: float = 1.0
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -419,6 +421,20 @@ def _sort_key_seed(s: Any) -> tuple:
 def _cell_label(task: Any, dataset: Any, model: Any, seed: Any, suite: str | None = None) -> str:
     prefix = f"[{suite}] " if suite else ""
     return f"{prefix}{task}/{dataset}/{model} seed={seed}"
+
+
+def _fraction_of(rec: dict[str, Any]) -> float:
+    """The training-set fraction a record (or manifest cell) trained on; 1.0 when absent."""
+    for src in (rec.get("data"), rec.get("config"), rec):
+        if isinstance(src, dict) and _num(src.get("train_fraction")) is not None:
+            return float(src["train_fraction"])
+    return 1.0
+
+
+def dataset_label(dataset: Any, fraction: float) -> str:
+    """A group's dataset label: the name, plus the training-set fraction when below 1 (each
+    fraction of a data-size sweep is its own group: its leaderboard and comparisons)."""
+    return str(dataset) if fraction >= 1 else f"{dataset} [train {fraction * 100:.4g}%]"
 
 
 def _finished_key(rec: dict[str, Any]) -> str:
@@ -520,9 +536,13 @@ def analyse(results_dir: str | os.PathLike, confidence: float = CONFIDENCE) -> A
 
     # ---- models per group, from records
     models: dict[tuple, ModelResult] = {}
+    base_of: dict[tuple, tuple[str, float]] = {}
     group_recs: dict[tuple, list[dict]] = defaultdict(list)
     for rec in records:
         suite, task, ds, model = (str(rec.get(k)) for k in ("suite", "task", "dataset", "model"))
+        frac = _fraction_of(rec)
+        ds = dataset_label(ds, frac)
+        base_of[(suite, task, ds)] = (str(rec.get("dataset")), frac)
         gkey = (suite, task, ds)
         group_recs[gkey].append(rec)
         m = models.get((*gkey, model))
@@ -544,6 +564,9 @@ def analyse(results_dir: str | os.PathLike, confidence: float = CONFIDENCE) -> A
         if c["cell_id"] in have_ids:
             continue
         suite, task, ds, model = str(c["suite"]), str(c.get("task")), str(c.get("dataset")), str(c.get("model"))
+        frac = _fraction_of(c)
+        ds = dataset_label(ds, frac)
+        base_of.setdefault((suite, task, ds), (str(c.get("dataset")), frac))
         m = models.get((suite, task, ds, model))
         if m is None:
             m = models[(suite, task, ds, model)] = ModelResult(suite, task, ds, model, str(c.get("family") or "other"), c.get("pattern"))
@@ -634,7 +657,8 @@ def analyse(results_dir: str | os.PathLike, confidence: float = CONFIDENCE) -> A
         for name, cs in sums.items():
             if len(cs) > 1:
                 warn("inconsistent", f"{where_g}: dataset {name} has {len(cs)} different checksums across records: {sorted(cs)}")
-        g = Group(suite, task, ds, metric, mode, gmodels)
+        base, frac = base_of.get(gkey, (ds, 1.0))
+        g = Group(suite, task, ds, metric, mode, gmodels, base_dataset=base, train_fraction=frac)
         g.comparisons = [_compare(g, fam, confidence) for fam in BASELINE_FAMILIES]
         groups.append(g)
 
@@ -1098,6 +1122,91 @@ def _group_title(g: Group, multi: bool) -> str:
     return f"{'[' + g.suite + '] ' if multi else ''}{g.task} / {g.dataset}"
 
 
+def _train_size(m: ModelResult) -> float | None:
+    sizes = [_num((r.get("data") or {}).get("train_size")) for r in m.ok if isinstance(r.get("data"), dict)]
+    sizes = [x for x in sizes if x is not None]
+    return stats.mean(sizes) if sizes else None
+
+
+def _plot_datasize(gs: list[Group], path: Path, title: str) -> Path | None:
+    """Test metric (mean ± std over seeds) against the training-set size, one line per model."""
+    series: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+    family: dict[str, str] = {}
+    for g in gs:
+        for m in g.models:
+            if m.mean is None:
+                continue
+            x = _train_size(m) or g.train_fraction
+            series[m.model].append((x, m.mean, m.summary.std or 0.0))
+            family[m.model] = m.family
+    series = {k: sorted(v) for k, v in series.items() if v}
+    if not series:
+        return None
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    styles = ["-", "--", ":", "-."]
+    fam_count: Counter = Counter()
+    for model, pts in sorted(series.items()):
+        ls = styles[fam_count[family[model]] % len(styles)]
+        fam_count[family[model]] += 1
+        ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], fmt=ls, marker="o",
+                    color=FAMILY_COLORS.get(family[model], "black"), capsize=3, ms=4, lw=1.5,
+                    label=f"{model} ({family[model]})")
+    ax.set_xscale("log")
+    _log_axis_labels(ax, [p[0] for pts in series.values() for p in pts], fmt_si)
+    g0 = gs[0]
+    ax.set_xlabel("training examples (log)")
+    ax.set_ylabel(f"test {g0.metric} ({'higher' if g0.mode == 'max' else 'lower'} is better)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def _datasize_blocks(an: Analysis, plots_dir: Path, written: dict[str, Path],
+                     warn: Callable[[str, str], None]) -> list[Any]:
+    """For each task/dataset run at two or more training-set fractions (``train_fraction``):
+    a table of the metric per model and fraction, and the metric-vs-data-size plot."""
+    sweeps: dict[tuple, list[Group]] = defaultdict(list)
+    for g in an.groups:
+        sweeps[(g.suite, g.task, g.base_dataset or g.dataset)].append(g)
+    blocks: list[Any] = []
+    for (suite, task, base), gs in sweeps.items():
+        if len({g.train_fraction for g in gs}) < 2:
+            continue
+        gs = sorted(gs, key=lambda g: g.train_fraction)
+        title = f"{'[' + suite + '] ' if an.multi_suite else ''}{task} / {base}: quality vs training-set size"
+        blocks += [_H(2, title, _slug(suite, task, base, "datasize"))]
+        models = sorted({m.model for g in gs for m in g.models})
+        headers = ["model", "family"] + [f"{g.train_fraction * 100:.4g}% (n={fmt_si(_train_size(g.models[0]) if g.models else None)})"
+                                         for g in gs]
+        rows = []
+        for model in models:
+            fam, cells = "", []
+            for g in gs:
+                m = next((m for m in g.models if m.model == model), None)
+                if m is None or m.mean is None:
+                    cells.append("–")
+                    continue
+                fam = m.family
+                cells.append(fmt_metric(m.mean) + (f" ± {fmt_metric(m.summary.std)}" if m.summary.std is not None else ""))
+            rows.append([model, fam, *cells])
+        blocks.append(_Table(headers, rows))
+        blocks.append(_P(f"Test {gs[0].metric} (mean ± std over seeds) per training-set fraction; each fraction is "
+                         f"a seeded random subset of the training split (the run seed draws it, so models with "
+                         f"the same seed saw the same examples). Validation and test sets are unchanged.", "note"))
+        name = f"{_slug(suite if an.multi_suite else '', task, base)}__datasize.png"
+        try:
+            p = _plot_datasize(gs, plots_dir / name, title)
+        except Exception as exc:  # noqa: BLE001 - a plot failure must not lose the report
+            warn("plots", f"{title}: {type(exc).__name__}: {exc}")
+            p = None
+        if p is not None:
+            written[f"plots/{name}"] = p
+            blocks.append(_Img(p, f"plots/{name}", "quality vs training-set size"))
+    return blocks
+
+
 def _throughput(samples: Any, tokens: Any) -> str:
     s = "–" if _num(samples) is None else f"{fmt_si(samples)} samples/s"
     if _num(tokens) is not None:
@@ -1340,6 +1449,8 @@ def write_report(
             blocks += _complexity_blocks(cx, plots_dir, out, written, warn)
         except Exception as exc:  # noqa: BLE001
             warn("render", f"complexity benchmark (Table 1): {type(exc).__name__}: {exc}")
+
+    blocks += _datasize_blocks(an, plots_dir, written, warn)
 
     for bname, render in sorted(BENCH_RENDERERS.items()):
         cands = bench_dirs if bench_dirs is not None else bench_candidate_dirs(results_dir, bname)

@@ -245,7 +245,18 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
             dm = ds.build(opts.data_dir, opts.cache_dir, cell.seed, **cell.config["dataset_params"])
             dm.prepare_data()
             dm.setup("fit")
+            # The checksum is of the full data; a train_fraction subset is fixed by (fraction, seed).
             rec["data"] = {"name": cell.dataset, "synthetic": ds.synthetic, "checksum": dm.checksum()}
+            if cell.train_fraction < 1:
+                limit = getattr(dm, "limit_train", None)
+                if not callable(limit):
+                    raise CellFailure(f"train_fraction={cell.train_fraction}: dataset {cell.dataset!r} of task "
+                                      f"{cell.task!r} has no limit_train(fraction, seed)")
+                # The run seed draws the subset: every model with this seed sees the same examples.
+                rec["data"]["train_fraction"] = cell.train_fraction
+                rec["data"]["train_size"] = int(limit(cell.train_fraction, cell.seed))
+            elif isinstance(dm.info.get("num_train"), int):
+                rec["data"]["train_size"] = dm.info["num_train"]
             spec = task.models.get(cell.model)
             L.seed_everything(cell.seed, workers=True, verbose=False)  # same init whatever the data did
             net = spec.build(dm.info, **cell.config["model_params"])
@@ -342,7 +353,8 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "") -> RunSum
             "written": R.now_iso(),
             "config": cfg,
             "cells": [
-                {"cell_id": c.cell_id, "task": c.task, "dataset": c.dataset, "model": c.model, "family": c.family, "seed": c.seed}
+                {"cell_id": c.cell_id, "task": c.task, "dataset": c.dataset, "model": c.model, "family": c.family, "seed": c.seed,
+                 **({"train_fraction": c.train_fraction} if c.train_fraction < 1 else {})}
                 for c in cells
             ],
         },

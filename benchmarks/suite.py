@@ -17,6 +17,7 @@ A suite config (``benchmarks/configs/*.yaml``)::
         model_params: {gcn: {hidden: 64}}           # per model, checked against its defaults
         module_params: {lr: 0.005}                  # optimiser etc., checked against the task
         trainer: {max_epochs: 200}                  # per-cell trainer overrides
+        train_fraction: [0.1, 1.0]                  # data-size sweep (any task); default 1.0
 """
 
 from __future__ import annotations
@@ -53,12 +54,16 @@ CELL_FIELDS = {
     "module_params": Field("any", {}, doc="overrides of the task module's defaults (lr, ...)"),
     "trainer": Section({k: Field(f.kind, None, f.choices, f.minimum, True, f.doc) for k, f in TRAINER_FIELDS.items()}),
     "seeds": Field("any", None, nullable=True, doc="overrides the suite's seeds for this cell"),
+    "train_fraction": Field("any", None, nullable=True, doc="overrides the suite's train_fraction for this cell"),
 }
 
 SUITE_SCHEMA = {
     "suite": Field("str", doc="suite name: output goes to results/<suite>/"),
     "description": Field("str", ""),
     "seeds": Field("any", 3, doc="a count n (seeds 0..n-1) or a list of ints"),
+    "train_fraction": Field("any", 1.0, doc="fraction of the training set each cell trains on, in (0, 1]; "
+                            "a list sweeps it (one cell per value). The subset is drawn with the run seed, "
+                            "so every model with the same seed sees the same examples"),
     "trainer": Section(TRAINER_FIELDS),
     "cells": Section(CELL_FIELDS, many=True),
     "micro_benchmarks": Field("list[str]", [], doc="micro-benchmarks (attnbench bench NAME) run after the cells, "
@@ -80,8 +85,13 @@ class Cell:
     config: dict[str, Any]
 
     @property
+    def train_fraction(self) -> float:
+        return float(self.config.get("train_fraction", 1.0))
+
+    @property
     def label(self) -> str:
-        return f"{self.task}/{self.dataset}/{self.model} seed={self.seed}"
+        frac = f" train={self.train_fraction:.4g}" if self.train_fraction < 1 else ""
+        return f"{self.task}/{self.dataset}/{self.model} seed={self.seed}{frac}"
 
 
 def _seeds(value: Any, where: str, source: str) -> list[int]:
@@ -94,6 +104,19 @@ def _seeds(value: Any, where: str, source: str) -> list[int]:
             raise ConfigError(f"{source}: {where}={value!r} has repeated seeds")
         return list(value)
     raise ConfigError(f"{source}: {where}={value!r} is invalid: expected a count >= 1 or a non-empty list of ints")
+
+
+def _fractions(value: Any, where: str, source: str) -> list[float]:
+    """``train_fraction``: one number in (0, 1] or a non-empty list of them (no repeats)."""
+    vals = value if isinstance(value, list) else [value]
+    ok = bool(vals) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1 for v in vals
+    )
+    if not ok:
+        raise ConfigError(f"{source}: {where}={value!r} is invalid: expected a number in (0, 1] or a non-empty list of them")
+    if len(set(vals)) != len(vals):
+        raise ConfigError(f"{source}: {where}={value!r} has repeated values")
+    return [float(v) for v in vals]
 
 
 def _merge_params(defaults: dict, overrides: Any, where: str, source: str, what: str) -> dict:
@@ -128,6 +151,7 @@ def validate_suite(raw: Any, source: str = "config") -> dict[str, Any]:
     if not cfg["cells"]:
         raise ConfigError(f"{source}: 'cells' is empty: a suite needs at least one cell")
     _seeds(cfg["seeds"], "seeds", source)
+    _fractions(cfg["train_fraction"], "train_fraction", source)
     from benchmarks.cli import MICRO_BENCHMARKS
 
     for i, name in enumerate(cfg["micro_benchmarks"]):
@@ -175,26 +199,33 @@ def expand(cfg: dict[str, Any], source: str = "config") -> list[Cell]:
         trainer = dict(cfg["trainer"])
         trainer.update({k: v for k, v in entry["trainer"].items() if v is not None})
         seeds = _seeds(entry["seeds"] if entry["seeds"] is not None else cfg["seeds"], f"{where}.seeds", source)
+        if entry["train_fraction"] is not None:
+            fractions = _fractions(entry["train_fraction"], f"{where}.train_fraction", source)
+        else:
+            fractions = _fractions(cfg["train_fraction"], "train_fraction", source)
         for name in names:
             try:
                 spec = task.models.get(name)
             except UnknownNameError as err:
                 raise ConfigError(f"{source}: {where}.models: {err}") from None
             params = _merge_params(spec.params, model_params.get(name), f"{where}.model_params.{name}", source, f"model {name!r}")
-            for seed in seeds:
-                resolved = {
-                    "task": task.name,
-                    "dataset": ds.name,
-                    "dataset_params": dataset_params,
-                    "model": name,
-                    "model_params": params,
-                    "module_params": module_params,
-                    "trainer": trainer,
-                    "seed": seed,
-                }
-                cid = cell_id(resolved)
-                if cid in seen:
-                    continue  # the same cell listed twice: run it once
-                seen.add(cid)
-                cells.append(Cell(cid, task.name, ds.name, name, spec.family, spec.pattern, seed, resolved))
+            for fraction in fractions:
+                for seed in seeds:
+                    resolved = {
+                        "task": task.name,
+                        "dataset": ds.name,
+                        "dataset_params": dataset_params,
+                        "model": name,
+                        "model_params": params,
+                        "module_params": module_params,
+                        "trainer": trainer,
+                        "seed": seed,
+                    }
+                    if fraction < 1:  # absent at 1.0, so that existing cell ids stay valid
+                        resolved["train_fraction"] = fraction
+                    cid = cell_id(resolved)
+                    if cid in seen:
+                        continue  # the same cell listed twice: run it once
+                    seen.add(cid)
+                    cells.append(Cell(cid, task.name, ds.name, name, spec.family, spec.pattern, seed, resolved))
     return cells

@@ -58,7 +58,7 @@ def _opts(tmp_path, **kw):
 @pytest.mark.parametrize(
     "mutate,match",
     [
-        (lambda c: c.update(epochs=3), r"unknown key 'epochs'; valid keys: suite, description, seeds, trainer, cells"),
+        (lambda c: c.update(epochs=3), r"unknown key 'epochs'; valid keys: suite, description, seeds, train_fraction, trainer, cells"),
         (lambda c: c["trainer"].update(max_epoch=3), r"unknown key 'trainer.max_epoch'; valid keys of trainer: max_epochs"),
         (lambda c: c["cells"][0].update(task="chess"), r"cells\[0\].task: unknown task 'chess'; valid: .*toy"),
         (lambda c: c["cells"][0].update(dataset="cifar"), r"unknown dataset of task 'toy' 'cifar'; valid: points"),
@@ -200,3 +200,50 @@ def test_corrupt_record_is_skipped_with_a_warning(tmp_path):
     (runs / "bad.json").write_text('{"schema": 1, "cell_')
     with pytest.warns(UserWarning, match="unreadable"):
         assert R.load_records(tmp_path) == []
+
+
+# ----------------------------------------------------------------------------- train_fraction
+def test_train_fraction_validation_and_cell_ids():
+    base = expand(validate_suite(_suite(["linear"])))
+    same = expand(validate_suite(_suite(["linear"], train_fraction=1.0)))
+    assert [c.cell_id for c in base] == [c.cell_id for c in same]  # 1.0 keeps the ids of old records
+    cells = expand(validate_suite(_suite(["linear"], train_fraction=[0.25, 1.0])))
+    assert [(c.train_fraction, c.seed) for c in cells] == [(0.25, 0), (0.25, 1), (1.0, 0), (1.0, 1)]
+    assert len({c.cell_id for c in cells}) == 4
+    assert "train=0.25" in cells[0].label and "train=" not in cells[2].label
+    cfg = _suite(["linear"])
+    cfg["cells"][0]["train_fraction"] = 0.5  # a cell's value overrides the suite's
+    assert {c.train_fraction for c in expand(validate_suite(cfg))} == {0.5}
+    for bad in (0, 1.5, [], [0.5, 0.5], "half", True):
+        with pytest.raises(ConfigError, match=r"train_fraction"):
+            validate_suite(_suite(["linear"], train_fraction=bad))
+
+
+def test_train_fraction_runs_on_a_seeded_subset_and_reports_a_sweep(tmp_path):
+    from benchmarks.report import write_report
+
+    cfg = validate_suite(_suite(["linear"], train_fraction=[0.25, 1.0], trainer={"max_epochs": 3, "accelerator": "cpu"}))
+    opts, _ = _opts(tmp_path)
+    run_suite(cfg, opts)
+    recs = R.load_records(opts.out)
+    assert len(recs) == 4 and all(r["status"] == "ok" for r in recs), [r.get("reason") for r in recs]
+    small = sorted((r for r in recs if r["data"].get("train_fraction") == 0.25), key=lambda r: r["seed"])
+    assert [r["data"]["train_size"] for r in small] == [40, 40]
+    full = [r for r in recs if "train_fraction" not in r["data"]]
+    assert [r["data"]["train_size"] for r in full] == [160, 160]
+    # the full-data checksum is recorded for every fraction: one dataset, no checksum warning
+    assert len({r["data"]["checksum"] for r in recs}) == 1
+    written = write_report(opts.out)
+    md = (opts.out / "REPORT.md").read_text()
+    assert "toy / points [train 25%]" in md and "quality vs training-set size" in md
+    assert any(k.endswith("__datasize.png") for k in written)
+    assert "different checksums" not in md
+
+
+def test_train_fraction_needs_limit_train(tmp_path, monkeypatch):
+    monkeypatch.delattr(toy_task.ToyData, "limit_train")
+    cfg = validate_suite(_suite(["linear"], seeds=1, train_fraction=0.5))
+    opts, _ = _opts(tmp_path)
+    run_suite(cfg, opts)
+    (rec,) = R.load_records(opts.out)
+    assert rec["status"] == "failed" and "has no limit_train" in rec["reason"]

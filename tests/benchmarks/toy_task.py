@@ -20,7 +20,15 @@ class ToyData(L.LightningDataModule):
         g = torch.Generator().manual_seed(1234)
         self.x = torch.randn(n, dim, generator=g)
         self.y = (self.x @ torch.arange(1.0, dim + 1) > 0).long()
-        self.info = {"dim": dim, "num_classes": 2}
+        self.info = {"dim": dim, "num_classes": 2, "num_train": 160}
+        self.train_idx = torch.arange(160)
+
+    def limit_train(self, fraction: float, seed: int = 0) -> int:
+        from tasks.common.data import subset_indices
+
+        self.train_idx = torch.tensor(subset_indices(160, fraction, seed))
+        self.info["num_train"] = len(self.train_idx)
+        return len(self.train_idx)
 
     def checksum(self) -> str:
         return "sha256:" + hashlib.sha256(self.x.numpy().tobytes()).hexdigest()[:16]
@@ -29,7 +37,8 @@ class ToyData(L.LightningDataModule):
         return DataLoader(TensorDataset(self.x[a:b], self.y[a:b]), batch_size=64, shuffle=shuffle)
 
     def train_dataloader(self):
-        return self._dl(0, 160, True)
+        idx = self.train_idx
+        return DataLoader(TensorDataset(self.x[idx], self.y[idx]), batch_size=64, shuffle=True)
 
     def val_dataloader(self):
         return self._dl(160, 208)
