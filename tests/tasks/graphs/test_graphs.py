@@ -306,3 +306,17 @@ def test_planetoid_rejects_bad_params(tmp_path):
         PlanetoidDataModule("Coraa", cache_dir=tmp_path)
     with pytest.raises(ValueError, match="public"):
         PlanetoidDataModule("Cora", split="nope", cache_dir=tmp_path)
+
+
+def test_limit_train_keeps_a_seeded_subset_of_train_nodes():
+    a, b = SBMDataModule(**SMALL_SBM), SBMDataModule(**SMALL_SBM)
+    full = a.data.train_mask.clone()
+    val, test, x = a.data.val_mask.clone(), a.data.test_mask.clone(), a.data.x.clone()
+    before = a.checksum()
+    n = a.limit_train(0.25, seed=3)
+    assert n == round(int(full.sum()) * 0.25) == int(a.data.train_mask.sum()) == a.info["num_train"]
+    assert not (a.data.train_mask & ~full).any()  # a subset of the original train nodes
+    assert torch.equal(a.data.val_mask, val) and torch.equal(a.data.test_mask, test) and torch.equal(a.data.x, x)
+    assert a.checksum() != before
+    b.limit_train(0.25, seed=3)
+    assert torch.equal(a.data.train_mask, b.data.train_mask)
