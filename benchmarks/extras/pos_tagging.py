@@ -1,0 +1,127 @@
+"""Report renderer for the POS-tagging task: a per-tag error table (``rec["extras"]["pos_confusion"]``).
+
+Each record holds the test confusion matrix of its best checkpoint (gold rows x predicted
+columns, tag names, OOV counts). The renderer picks the best attention model and the best
+baseline (the best RNN/CNN model; the best other non-attention model when there is none) by
+mean test accuracy over seeds, sums their matrices over seeds and shows, per tag: support
+(words per test set), each model's accuracy and its most frequent confusion.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from benchmarks.report import EXTRA_RENDERERS, ExtraContext, ExtraSection
+
+__all__ = ["render_pos_confusion", "per_tag_rows", "pick_models"]
+
+KEY = "pos_confusion"
+
+
+def _valid(value: Any) -> bool:
+    try:
+        tags, m = value["tags"], value["matrix"]
+        return len(m) == len(tags) and all(len(r) == len(tags) for r in m)
+    except (TypeError, KeyError):
+        return False
+
+
+def pick_models(items: list[tuple[dict, Any]]) -> tuple[str | None, str | None, dict[str, dict[str, Any]]]:
+    """``(best attention model, best baseline model, per-model summary)``; the summary holds
+    ``family``, ``mean_acc`` (test acc over seeds), ``tags``, summed ``matrix``, ``seeds``, ``oov``."""
+    models: dict[str, dict[str, Any]] = {}
+    for rec, value in items:
+        acc = (rec.get("test") or {}).get("acc")
+        if acc is None or not _valid(value):
+            continue
+        m = models.setdefault(rec["model"], {"family": rec.get("family"), "accs": [], "tags": list(value["tags"]),
+                                             "matrix": None, "seeds": 0, "oov": [0, 0]})
+        if list(value["tags"]) != m["tags"]:
+            continue
+        mat = value["matrix"]
+        m["matrix"] = mat if m["matrix"] is None else [[a + b for a, b in zip(r1, r2)] for r1, r2 in zip(m["matrix"], mat)]
+        m["accs"].append(float(acc))
+        m["seeds"] += 1
+        oov = value.get("oov") or [0, 0]
+        m["oov"] = [m["oov"][0] + oov[0], m["oov"][1] + oov[1]]
+    for m in models.values():
+        m["mean_acc"] = sum(m["accs"]) / len(m["accs"])
+
+    def best(names: list[str]) -> str | None:
+        return max(names, key=lambda n: models[n]["mean_acc"]) if names else None
+
+    attn = best([n for n, m in models.items() if m["family"] == "attention"])
+    base = best([n for n, m in models.items() if m["family"] in ("rnn", "cnn")]) or \
+        best([n for n, m in models.items() if m["family"] != "attention"])
+    return attn, base, models
+
+
+def _tag_stats(tags: list[str], matrix: list[list[int]], i: int) -> tuple[int, float | None, str]:
+    row = matrix[i]
+    total = sum(row)
+    if not total:
+        return 0, None, ""
+    errors = total - row[i]
+    conf = "-"
+    if errors:
+        j = max((k for k in range(len(row)) if k != i), key=lambda k: row[k])
+        conf = f"{tags[j]} ({100 * row[j] / errors:.0f}% of errors)"
+    return total, row[i] / total, conf
+
+
+def per_tag_rows(models: dict[str, dict[str, Any]], names: list[str]) -> list[list[str]]:
+    """Table rows: tag, support per test set, then accuracy and top confusion for each model,
+    tags by decreasing support; a last row ``all`` and a row ``unseen words`` (OOV)."""
+    first = models[names[0]]
+    tags = first["tags"]
+    rows = []
+    for i, tag in sorted(enumerate(tags), key=lambda t: -sum(first["matrix"][t[0]])):
+        support = sum(first["matrix"][i]) / first["seeds"]
+        if not support:
+            continue
+        row = [tag, f"{support:.0f}"]
+        for n in names:
+            _, acc, conf = _tag_stats(tags, models[n]["matrix"], i)
+            row += [f"{100 * acc:.2f}" if acc is not None else "-", conf]
+        rows.append(row)
+    total = sum(map(sum, first["matrix"])) / first["seeds"]
+    row = ["all", f"{total:.0f}"]
+    for n in names:
+        mat = models[n]["matrix"]
+        row += [f"{100 * sum(mat[k][k] for k in range(len(mat))) / max(sum(map(sum, mat)), 1):.2f}", ""]
+    rows.append(row)
+    if first["oov"][1]:
+        row = ["unseen words", f"{first['oov'][1] / first['seeds']:.0f}"]
+        for n in names:
+            c, t = models[n]["oov"]
+            row += [f"{100 * c / t:.2f}" if t else "-", ""]
+        rows.append(row)
+    return rows
+
+
+def render_pos_confusion(ctx: ExtraContext) -> ExtraSection | None:
+    attn, base, models = pick_models(ctx.items)
+    names = [n for n in (attn, base) if n is not None]
+    if not names:
+        return None
+    header = ["tag", "support"]
+    for n in names:
+        header += [f"{n} acc %", f"{n}: most frequent confusion"]
+    rows = per_tag_rows(models, names)
+    who = " and ".join(f"`{n}` ({models[n]['family']}, mean test acc {100 * models[n]['mean_acc']:.2f}% over "
+                       f"{models[n]['seeds']} seed(s))" for n in names)
+    intro = (f"Per-tag test accuracy of the best attention model and the best baseline: {who}. "
+             "Support: words per test set; confusions summed over seeds.")
+    md = ["**POS tagging: per-tag errors**", "", intro, "",
+          "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(r) + " |" for r in rows]
+    esc = html.escape
+    h = [f"<h4>POS tagging: per-tag errors</h4><p>{esc(intro).replace('`', '')}</p><table><tr>"
+         + "".join(f"<th>{esc(c)}</th>" for c in header) + "</tr>"]
+    h += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows]
+    h.append("</table>")
+    return ExtraSection(markdown="\n".join(md) + "\n", html="".join(h))
+
+
+EXTRA_RENDERERS[KEY] = render_pos_confusion

@@ -1,0 +1,190 @@
+"""Taggers: one shared input layer, one context encoder per family, one linear classifier.
+
+:class:`Tagger` = :class:`TokenEmbedder` (word embedding over the train vocabulary + a
+character CNN over each distinct form, for unknown and rare words) -> a context encoder ->
+``Linear`` to the tags. Only the encoder differs between models, so the comparison is about
+context modelling, not features. Every network maps the batch dict of
+:class:`tasks.pos_tagging.data.TaggingDataModule` to logits ``(B, L, num_tags)``.
+
+* ``transformer`` / ``transformer_truncated`` (attention): :class:`TransformerContext`, an
+  :class:`attn_core.TransformerEncoder` (pre-LN) with sinusoidal positions, full attention or
+  truncated attention (each word sees ``window`` words either side).
+* ``bilstm`` (rnn): :class:`LSTMContext`, a packed bidirectional LSTM.
+* ``cnn`` (cnn): :class:`ConvContext`, residual 1-D convolutions with dilations 1, 2, 4, ...
+* ``mlp`` (other): :class:`NoContext`, a per-token MLP: the no-context floor.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+import attn_core
+from tasks.common.registry import ModelSpec, Registry
+
+__all__ = ["TokenEmbedder", "TransformerContext", "LSTMContext", "ConvContext", "NoContext", "Tagger",
+           "MODELS", "register_models"]
+
+
+class TokenEmbedder(nn.Module):
+    """Word embedding ``(B, L, word_dim)`` concatenated with a char-CNN vector ``(B, L, char_out)``.
+
+    The char CNN embeds the characters of each distinct form of the batch (``chars (T, W)``,
+    with begin/end markers), convolves (kernel 3) and max-pools over the real characters; the
+    result is gathered back to the words through ``types (B, L)``."""
+
+    def __init__(self, num_words: int, num_chars: int, *, word_dim: int = 100, char_dim: int = 32,
+                 char_out: int = 64, dropout: float = 0.3) -> None:
+        super().__init__()
+        self.words = nn.Embedding(num_words, word_dim, padding_idx=0)
+        self.chars = nn.Embedding(num_chars, char_dim, padding_idx=0)
+        self.conv = nn.Conv1d(char_dim, char_out, 3, padding=1)
+        self.drop = nn.Dropout(dropout)
+        self.out_dim = word_dim + char_out
+
+    def forward(self, batch: dict[str, Tensor]) -> Tensor:
+        chars = batch["chars"]  # (T, W)
+        c = self.conv(self.chars(chars).transpose(1, 2))  # (T, C, W)
+        c = c.masked_fill((chars == 0)[:, None, :], float("-inf")).amax(-1)  # (T, C)
+        c = torch.tanh(c)[batch["types"]]  # (B, L, C)
+        return self.drop(torch.cat([self.words(batch["words"]), c], -1))  # (B, L, D)
+
+
+class TransformerContext(nn.Module):
+    """Linear to ``d_model``, sinusoidal positions, ``layers`` pre-LN encoder layers from
+    :mod:`attn_core` with ``pattern`` ("full" or "truncated" with ``window``); padding is the
+    ``key_padding_mask`` (True = real word), so it never enters attention."""
+
+    def __init__(self, d_in: int, *, d_model: int = 256, heads: int = 8, layers: int = 4, ff: int = 512,
+                 dropout: float = 0.2, pattern: str = "full", window: int | None = None) -> None:
+        super().__init__()
+        self.proj = nn.Linear(d_in, d_model)
+        self.pos = attn_core.SinusoidalPositionalEncoding(d_model, max_len=2048)
+        self.encoder = attn_core.TransformerEncoder(d_model, heads, layers, dim_feedforward=ff, dropout=dropout,
+                                                    pattern=pattern, window=window)
+        self.out_dim = d_model
+
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False):
+        h = self.pos(self.proj(x))  # (B, L, d_model)
+        return self.encoder(h, key_padding_mask=mask, need_weights=need_weights)
+
+
+class LSTMContext(nn.Module):
+    """A bidirectional LSTM over packed sequences (padding is never read)."""
+
+    def __init__(self, d_in: int, *, hidden: int = 200, layers: int = 2, dropout: float = 0.3) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(d_in, hidden, layers, batch_first=True, bidirectional=True,
+                            dropout=dropout if layers > 1 else 0.0)
+        self.drop = nn.Dropout(dropout)
+        self.out_dim = 2 * hidden
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        lengths = mask.sum(1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, _ = self.lstm(packed)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        return self.drop(out)  # (B, L, 2H)
+
+
+class ConvContext(nn.Module):
+    """``layers`` residual blocks ``x + drop(GELU(conv(LN(x) * mask)))``, dilation
+    ``dilation_base ** i`` (1: plain stacked convolutions); padding positions are zeroed
+    before every convolution, so they never leak into real words."""
+
+    def __init__(self, d_in: int, *, channels: int = 256, layers: int = 4, kernel: int = 3,
+                 dilation_base: int = 2, dropout: float = 0.2) -> None:
+        super().__init__()
+        if kernel % 2 == 0:
+            raise ValueError(f"kernel={kernel}; must be odd (centred convolution)")
+        self.proj = nn.Linear(d_in, channels)
+        dil = [dilation_base ** i for i in range(layers)]
+        self.convs = nn.ModuleList(nn.Conv1d(channels, channels, kernel, padding=d * (kernel // 2), dilation=d)
+                                   for d in dil)
+        self.norms = nn.ModuleList(nn.LayerNorm(channels) for _ in dil)
+        self.drop = nn.Dropout(dropout)
+        self.out_dim = channels
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        m = mask[..., None].to(x.dtype)  # (B, L, 1)
+        h = self.proj(x)  # (B, L, C)
+        for conv, norm in zip(self.convs, self.norms):
+            z = conv((norm(h) * m).transpose(1, 2)).transpose(1, 2)  # (B, L, C)
+            h = h + self.drop(F.gelu(z))
+        return h * m
+
+
+class NoContext(nn.Module):
+    """A per-token MLP: sees one word at a time (the floor every context model must beat)."""
+
+    def __init__(self, d_in: int, *, hidden: int = 256, layers: int = 2, dropout: float = 0.2) -> None:
+        super().__init__()
+        mods: list[nn.Module] = []
+        d = d_in
+        for _ in range(layers):
+            mods += [nn.Linear(d, hidden), nn.GELU(), nn.Dropout(dropout)]
+            d = hidden
+        self.mlp = nn.Sequential(*mods)
+        self.out_dim = d
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        return self.mlp(x)
+
+
+_EMBED_KEYS = ("word_dim", "char_dim", "char_out", "emb_dropout")
+
+
+class Tagger(nn.Module):
+    """Shared input layer -> ``encoder`` class (built with the remaining params) -> tags."""
+
+    def __init__(self, num_words: int, num_chars: int, num_tags: int, encoder: type[nn.Module], **params: Any) -> None:
+        super().__init__()
+        emb = {k: params.pop(k) for k in _EMBED_KEYS if k in params}
+        if "emb_dropout" in emb:
+            emb["dropout"] = emb.pop("emb_dropout")
+        self.embed = TokenEmbedder(num_words, num_chars, **emb)
+        self.encoder = encoder(self.embed.out_dim, **params)
+        self.out = nn.Linear(self.encoder.out_dim, num_tags)
+
+    def forward(self, batch: dict[str, Tensor]) -> Tensor:
+        """batch dict -> logits ``(B, L, num_tags)``."""
+        return self.out(self.encoder(self.embed(batch), batch["mask"]))
+
+    def attention_weights(self, batch: dict[str, Tensor]) -> list[Tensor]:
+        """Per-layer attention ``(B, H, L, L)`` of a Transformer tagger (for inspection)."""
+        if not isinstance(self.encoder, TransformerContext):
+            raise TypeError(f"{type(self.encoder).__name__} has no attention weights")
+        return self.encoder(self.embed(batch), batch["mask"], need_weights=True)[1]
+
+
+def _build(encoder: type[nn.Module], data_info: dict, **params: Any) -> Tagger:
+    return Tagger(int(data_info["num_words"]), int(data_info["num_chars"]), int(data_info["num_tags"]),
+                  encoder, **params)
+
+
+_EMB = {"word_dim": 100, "char_dim": 32, "char_out": 64, "emb_dropout": 0.3}
+_TRF = {**_EMB, "d_model": 256, "heads": 8, "layers": 4, "ff": 512, "dropout": 0.2}
+
+#: name -> (family, encoder class, default params, pattern, description)
+MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
+    "transformer": ("attention", TransformerContext, {**_TRF, "pattern": "full", "window": None}, "full",
+                    "Transformer encoder (attn_core, pre-LN, sinusoidal positions), full attention"),
+    "transformer_truncated": ("attention", TransformerContext, {**_TRF, "pattern": "truncated", "window": 4},
+                              "truncated", "the same with truncated attention (window words either side)"),
+    "bilstm": ("rnn", LSTMContext, {**_EMB, "hidden": 200, "layers": 2, "dropout": 0.3}, None,
+               "2-layer BiLSTM tagger"),
+    "cnn": ("cnn", ConvContext, {**_EMB, "channels": 256, "layers": 4, "kernel": 3, "dilation_base": 2,
+                                 "dropout": 0.2}, None, "residual dilated 1-D CNN (dilations 1, 2, 4, 8)"),
+    "mlp": ("other", NoContext, {**_EMB, "hidden": 256, "layers": 2, "dropout": 0.2}, None,
+            "per-token MLP, no context (floor)"),
+}
+
+
+def register_models(registry: Registry[ModelSpec]) -> None:
+    for name, (family, enc, params, pattern, desc) in MODELS.items():
+        registry.register(name, ModelSpec(name=name, family=family, build=functools.partial(_build, enc),
+                                          params=dict(params), pattern=pattern, description=desc))
