@@ -97,7 +97,9 @@ def _callbacks_module():
             self._sync(trainer)
             self.test_time += time.perf_counter() - self._t0
 
-        def on_validation_epoch_end(self, trainer, pl_module) -> None:
+        def on_validation_end(self, trainer, pl_module) -> None:
+            # on_validation_end, not on_validation_epoch_end: callbacks' epoch-end hooks run
+            # before the module's, so a corpus metric (BLEU, ...) logged there would be missed.
             if trainer.sanity_checking:
                 return
             m = trainer.callback_metrics

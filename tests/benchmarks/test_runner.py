@@ -247,3 +247,36 @@ def test_train_fraction_needs_limit_train(tmp_path, monkeypatch):
     run_suite(cfg, opts)
     (rec,) = R.load_records(opts.out)
     assert rec["status"] == "failed" and "has no limit_train" in rec["reason"]
+
+
+class _EpochEndClassifier(toy_task.Classifier):
+    """Logs val/acc once per epoch in on_validation_epoch_end (as corpus metrics like BLEU do)."""
+
+    def step(self, batch, stage):
+        out = super().step(batch, stage)
+        if stage == "val":
+            self._hits = getattr(self, "_hits", [])
+            self._hits.append(out.metrics.pop("acc"))
+        return out
+
+    def on_validation_epoch_end(self):
+        self.log("val/acc", torch.stack(self._hits).mean())
+        self._hits = []
+
+
+def test_metric_logged_at_epoch_end_reaches_the_curve(tmp_path):
+    if "toy_epoch" not in toy_task.TASKS:
+        t = toy_task.Task(name="toy_epoch", metric="acc", mode="max",
+                          make_module=lambda net, info, **kw: _EpochEndClassifier(net, **kw), module_params={"lr": 0.05})
+        t.datasets.register("points", toy_task.TASKS.get("toy").datasets.get("points"))
+        t.models.register("linear", toy_task.TASKS.get("toy").models.get("linear"))
+        toy_task.register_task(t)
+    cfg = _suite(["linear"], seeds=1)
+    cfg["cells"][0]["task"] = "toy_epoch"
+    opts, _ = _opts(tmp_path)
+    run_suite(validate_suite(cfg), opts)
+    (rec,) = R.load_records(opts.out)
+    assert rec["status"] == "ok", rec.get("reason")
+    vals = [p["val_metric"] for p in rec["curve"]]
+    assert len(vals) == 8 and all(v is not None for v in vals)
+    assert rec["best_val"]["value"] == pytest.approx(max(vals)) and rec["best_val"]["epoch"] == vals.index(max(vals))
