@@ -19,6 +19,8 @@ __all__ = [
     "window_mask",
     "padding_mask",
     "graph_mask",
+    "grid_window_mask",
+    "grid_window_edges",
     "combine_masks",
     "mask_to_bias",
 ]
@@ -99,6 +101,61 @@ def graph_mask(edge_index: Tensor, num_nodes: int) -> Tensor:
     m = torch.zeros(num_nodes, num_nodes, dtype=torch.bool, device=edge_index.device)
     m[edge_index[1], edge_index[0]] = True
     return m
+
+
+def _check_grid(h: object, w: object, radius: object) -> None:
+    for name, val, low in (("h", h, 1), ("w", w, 1), ("radius", radius, 0)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < low:
+            raise ValueError(f"{name}={val!r}: expected an int >= {low}")
+
+
+def grid_window_mask(h: int, w: int, radius: int, *, device=None) -> Tensor:
+    """Local 2-D attention over an ``h x w`` grid of patches in raster order (``p = row * w + col``):
+    patch ``i`` may attend patch ``j`` iff their Chebyshev distance
+    ``max(|row_i - row_j|, |col_i - col_j|) <= radius`` (a ``(2 radius + 1)^2`` square, as a
+    convolution kernel; every patch sees itself).
+
+    The neighbourhood of patch 4 (the centre) and patch 0 (a corner) in a 3 x 3 grid, ``radius=1``::
+
+        grid       patch 4 sees      patch 0 sees
+        0 1 2      1 1 1             1 1 0
+        3 4 5      1 1 1             1 1 0
+        6 7 8      1 1 1             0 0 0
+
+    ``grid_window_mask(2, 3, radius=1)`` (grid ``0 1 2 / 3 4 5``)::
+
+        i\\j 0 1 2 3 4 5
+         0   1 1 0 1 1 0
+         1   1 1 1 1 1 1
+         2   0 1 1 0 1 1
+         3   1 1 0 1 1 0
+         4   1 1 1 1 1 1
+         5   0 1 1 0 1 1
+
+    Returns an ``(h*w, h*w)`` bool tensor. Dense, O(P^2): for tests and small grids;
+    :func:`grid_window_edges` gives the same neighbourhood in O(P radius^2).
+    """
+    _check_grid(h, w, radius)
+    idx = torch.arange(h * w, device=device)
+    row, col = idx // w, idx % w
+    return torch.maximum((row[:, None] - row[None, :]).abs(), (col[:, None] - col[None, :]).abs()) <= radius
+
+
+def grid_window_edges(h: int, w: int, radius: int, *, device=None) -> Tensor:
+    """The neighbourhood of :func:`grid_window_mask` as a PyG ``edge_index`` ``(2, E)``: row 0 =
+    source ``j``, row 1 = target ``i``, one edge ``j -> i`` per allowed pair (self-loops included),
+    sorted by target then source. Built from the ``(2 radius + 1)^2`` offsets, never a ``P x P``
+    tensor, so ``graph_mask(grid_window_edges(h, w, r), h * w) == grid_window_mask(h, w, r)``."""
+    _check_grid(h, w, radius)
+    row = torch.arange(h, device=device).repeat_interleave(w)  # (P,)
+    col = torch.arange(w, device=device).repeat(h)  # (P,)
+    d = torch.arange(-radius, radius + 1, device=device)
+    dr, dc = d.repeat_interleave(d.numel()), d.repeat(d.numel())  # (K,) offsets, K = (2r+1)^2
+    r2, c2 = row[:, None] + dr[None, :], col[:, None] + dc[None, :]  # (P, K) neighbour coords
+    ok = (r2 >= 0) & (r2 < h) & (c2 >= 0) & (c2 < w)
+    dst = torch.arange(h * w, device=device)[:, None].expand_as(r2)[ok]  # target i
+    src = (r2 * w + c2)[ok]  # source j; offsets are in raster order, so sources ascend per target
+    return torch.stack([src, dst])
 
 
 def combine_masks(*masks: Tensor | None) -> Tensor | None:
