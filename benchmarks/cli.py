@@ -60,6 +60,14 @@ MICRO_BENCHMARKS: dict[str, MicroBenchmark] = {
         default_config="bench_complexity.yaml",
         configs=("bench_complexity.yaml",),
     ),
+    "speech": MicroBenchmark(
+        name="speech",
+        module="benchmarks.bench_speech",
+        summary="speech models: train-step time and peak memory per sequence vs length (500-4000 frames), "
+                "full vs truncated attention vs LSTM vs CNN",
+        default_config="bench_speech.yaml",
+        configs=("bench_speech.yaml",),
+    ),
 }
 
 

@@ -1,0 +1,190 @@
+"""Report renderers of the speech task.
+
+* ``EXTRA_RENDERERS["speech_confusion"]``: the test confusion matrices of a dataset group
+  (``rec["extras"]["speech_confusion"] = {"form", "labels", "matrix"}``, true x predicted
+  counts), summed over seeds per model: a table of per-class recall for every model, the most
+  confused pairs of the best model, and a heatmap per model (rows normalised).
+* ``BENCH_RENDERERS["speech"]``: the speech scaling micro-benchmark (``bench_speech.json``):
+  time and peak memory per sequence vs length for each model, the target checks, the plot.
+
+Renderers read result records only (no task code, no checkpoints).
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from benchmarks.report import BENCH_RENDERERS, EXTRA_RENDERERS, BenchContext, ExtraContext, ExtraSection, embed_png
+
+__all__ = ["render_confusion", "render_bench", "sum_confusions"]
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def sum_confusions(items: list[tuple[dict[str, Any], Any]]) -> tuple[list[str], dict[str, list[list[int]]]]:
+    """Model -> confusion summed over its records (seeds); records whose labels differ from the
+    first record's are skipped."""
+    labels: list[str] | None = None
+    out: dict[str, list[list[int]]] = {}
+    for rec, val in items:
+        if not isinstance(val, dict) or "matrix" not in val:
+            continue
+        labs = [str(x) for x in val.get("labels") or range(len(val["matrix"]))]
+        labels = labels or labs
+        if labs != labels:
+            continue
+        m = val["matrix"]
+        model = str(rec.get("model"))
+        if model not in out:
+            out[model] = [[0] * len(labels) for _ in labels]
+        for i, row in enumerate(m):
+            for j, v in enumerate(row):
+                out[model][i][j] += int(v)
+    return labels or [], out
+
+
+def _accuracy(m: list[list[int]]) -> float:
+    total = sum(map(sum, m))
+    return sum(m[i][i] for i in range(len(m))) / total if total else float("nan")
+
+
+def _plot_confusions(labels: list[str], mats: dict[str, list[list[int]]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from benchmarks.bench_common import save_figure_atomic
+
+    n = len(mats)
+    cols = min(n, 4)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.4 * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    for ax, (model, m) in zip(axes.flat, mats.items()):
+        a = np.asarray(m, dtype=float)
+        a = a / np.maximum(a.sum(1, keepdims=True), 1)
+        ax.imshow(a, vmin=0, vmax=1, cmap="Blues")
+        ax.set_title(f"{model} ({_accuracy(m):.1%})", fontsize=9)
+        ticks = range(len(labels))
+        ax.set_xticks(ticks)
+        ax.set_yticks(ticks)
+        ax.set_xticklabels(labels, fontsize=6, rotation=90)
+        ax.set_yticklabels(labels, fontsize=6)
+        ax.set_xlabel("predicted", fontsize=7)
+        ax.set_ylabel("true", fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    save_figure_atomic(fig, path, dpi=100)
+
+
+def render_confusion(ctx: ExtraContext) -> ExtraSection | None:
+    labels, mats = sum_confusions(ctx.items)
+    if not mats:
+        return None
+    form = next((v.get("form") for _, v in ctx.items if isinstance(v, dict)), "classify")
+    unit = "frames" if form == "tag" else "utterances"
+    models = sorted(mats, key=lambda k: -_accuracy(mats[k]))
+    header = ["class"] + models
+    rows = []
+    for i, lab in enumerate(labels):
+        cells = []
+        for mo in models:
+            n = sum(mats[mo][i])
+            cells.append(f"{mats[mo][i][i] / n:.1%}" if n else "-")
+        rows.append([lab] + cells)
+    rows.append(["**all**"] + [f"{_accuracy(mats[mo]):.2%}" for mo in models])
+    best = mats[models[0]]
+    pairs = sorted(((best[i][j], labels[i], labels[j]) for i in range(len(labels)) for j in range(len(labels))
+                    if i != j and best[i][j]), reverse=True)[:5]
+    confused = ", ".join(f"{t} -> {p} ({c})" for c, t, p in pairs) or "none"
+    title = f"Test confusions ({ctx.task} / {ctx.dataset}, {unit}, summed over seeds)"
+    intro = (f"Per-class recall on the test set ({unit}; columns ordered by overall accuracy). "
+             f"Most confused (true -> predicted) for {models[0]}: {confused}.")
+    fname = f"speech_confusion_{ctx.dataset}.png".replace("/", "_")
+    png = ctx.plots_dir / fname
+    img_md = img_html = ""
+    try:
+        _plot_confusions(labels, mats, png, title)
+        img_md = f"\n\n![confusions](plots/{fname})"
+        img_html = f'<img alt="confusions" src="{embed_png(png)}" style="max-width:100%">'
+    except Exception:  # noqa: BLE001 - the table stands without the image
+        pass
+    md = f"#### {title}\n\n{intro}\n\n{_md_table(header, rows)}{img_md}\n"
+    rows_html = [[c.replace("**", "") for c in r] for r in rows]
+    htm = f"<h4>{html.escape(title)}</h4><p>{html.escape(intro)}</p>{_html_table(header, rows_html)}{img_html}"
+    return ExtraSection(md, htm)
+
+
+def _fmt_ms(x: Any) -> str:
+    return "-" if x is None else (f"{x:.0f} ms" if x >= 100 else f"{x:.1f} ms")
+
+
+def _fmt_mib(x: Any) -> str:
+    return "-" if x is None else f"{x / (1 << 20):.0f} MiB"
+
+
+def render_bench(ctx: BenchContext) -> ExtraSection | None:
+    doc = ctx.doc
+    if not isinstance(doc, dict) or not doc.get("points"):
+        return None
+    pts = [r for r in doc["points"] if r.get("kind") == "speech"]
+    lengths = sorted({r["L"] for r in pts})
+    models = list(dict.fromkeys(r["method"] for r in pts))
+    idx = {(r["method"], r["L"]): r for r in pts}
+
+    def cell(m: str, L: int) -> str:
+        r = idx.get((m, L))
+        if r is None:
+            return "-"
+        if r["status"] != "ok":
+            return r["status"].upper()
+        return f"{_fmt_ms(r.get('time_ms_per_seq'))} / {_fmt_mib(r.get('peak_mem_bytes_per_seq'))}"
+
+    family = {r["method"]: r.get("family", "") for r in pts}
+    header = ["model", "family"] + [f"L={L}" for L in lengths]
+    rows = [[m, str(family[m])] + [cell(m, L) for L in lengths] for m in models]
+    checks = doc.get("checks") or []
+    crow = [[{True: "PASS", False: "FAIL", None: "info"}[c.get("pass")], c["name"],
+             "-" if c.get("value") is None else f"{c['value']:.2f}", str(c.get("target")), str(c.get("note", ""))]
+            for c in checks]
+    env = doc.get("environment") or {}
+    setup = doc.get("setup") or {}
+    title = "Speech scaling: time and peak memory per sequence vs length"
+    intro = (f"One training step (forward + frame cross-entropy + backward) of each speech model on one sequence "
+             f"of L frames (100 frames = 1 s), on {env.get('device_name', '?')}, {setup.get('dtype', '?')}. "
+             f"Cells: time / peak memory growth.")
+    img_md = img_html = ""
+    try:
+        from benchmarks.bench_speech import plot_results
+
+        png = ctx.plots_dir / "bench_speech.png"
+        plot_results(doc, png)
+        img_md = "\n\n![speech scaling](plots/bench_speech.png)"
+        img_html = f'<img alt="speech scaling" src="{embed_png(png)}" style="max-width:100%">'
+    except Exception:  # noqa: BLE001 - the tables stand without the plot
+        pass
+    ch = ["verdict", "check", "value", "target", "note"]
+    md = (f"### {title}\n\n{intro}\n\n{_md_table(header, rows)}\n\n"
+          + (f"{_md_table(ch, crow)}\n" if crow else "") + f"{img_md}\n")
+    htm = (f"<h3>{html.escape(title)}</h3><p>{html.escape(intro)}</p>{_html_table(header, rows)}"
+           + (_html_table(ch, crow) if crow else "") + img_html)
+    return ExtraSection(md, htm)
+
+
+EXTRA_RENDERERS["speech_confusion"] = render_confusion
+BENCH_RENDERERS["speech"] = render_bench

@@ -1,0 +1,240 @@
+"""Speech networks, registered by name with their family.
+
+Every network is an :class:`SpeechNet`: an encoder mapping feature frames ``x (B, L, F)`` with
+``mask (B, L)`` (True = real frame) to ``h (B, L, d_model)`` (the same shape for every family),
+then a head chosen by the data's ``info["form"]``: ``classify`` -> masked mean pooling and a
+linear layer (``(B, C)`` logits), ``tag`` -> a linear layer per frame (``(B, L, C)``).
+
+Encoders (variants are presets of one class):
+
+* ``transformer`` (family ``attention``, pattern ``full``): :class:`TransformerEncoderNet`, a
+  linear input projection, sinusoidal positions and an :class:`attn_core.TransformerEncoder`
+  (pre-LN). ``transformer_w8/_w16/_w32/_w64`` (pattern ``truncated``): the same with truncated
+  attention, each frame attending to frames within ``window`` of it (O(L * w)).
+* ``lstm`` (family ``rnn``): :class:`RecurrentEncoder`, a bidirectional LSTM over the packed
+  (unpadded) frames, ``d_model / 2`` units per direction.
+* ``cnn`` (family ``cnn``): :class:`ConvEncoder`, TC-ResNet-like (Choi et al. 2019): 1-D
+  temporal convolutions over the features as channels, residual blocks of two kernel-9 convs with
+  BatchNorm; stride 1 with growing dilation (instead of TC-ResNet's stride 2) so that every frame
+  keeps its own output for tagging.
+* ``frame_mlp`` (family ``other``): :class:`FrameMLP`, the no-context floor: a per-frame MLP
+  (each frame alone, no order), pooled like the others.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+import attn_core
+from tasks.common.registry import ModelSpec, Registry
+
+__all__ = ["SpeechNet", "TransformerEncoderNet", "RecurrentEncoder", "ConvEncoder", "FrameMLP", "MODELS",
+           "register_models", "build_model"]
+
+
+def _zero_pad(h: Tensor, mask: Tensor) -> Tensor:
+    """Zero the padded frames of ``h (B, L, D)`` (``mask (B, L)`` True = real)."""
+    return h * mask.unsqueeze(-1).to(h.dtype)
+
+
+# --------------------------------------------------------------------------- encoders
+POSITIONS = ("sinusoidal", "conv", "both")
+
+
+class TransformerEncoderNet(nn.Module):
+    """``Linear(F, d) -> + positions -> dropout -> attn_core.TransformerEncoder``.
+
+    ``positions``: ``"sinusoidal"`` (absolute, added), ``"conv"`` (a convolutional position
+    encoding: ``h + depthwise_conv(h)`` with ``pos_kernel`` frames, which tells each frame
+    about its neighbours in order and is the same at every position, i.e. relative), or ``"both"``.
+
+    ``pattern="full"`` (``window=None``) or ``"truncated"`` with ``window`` frames either side.
+    An all-real ``mask`` is passed as ``None`` so that full attention keeps its fused SDPA
+    kernel (no dense ``L x L`` mask)."""
+
+    def __init__(self, num_features: int, *, d_model: int = 96, num_heads: int = 4, num_layers: int = 3,
+                 dim_feedforward: int | None = None, dropout: float = 0.1, attn_dropout: float = 0.0,
+                 pattern: str = "full", window: int | None = None, positions: str = "conv", pos_kernel: int = 15,
+                 max_len: int = 10000) -> None:
+        super().__init__()
+        if pattern == "truncated" and window is None:
+            raise ValueError("pattern='truncated' needs a window (frames either side)")
+        if positions not in POSITIONS:
+            raise ValueError(f"positions={positions!r}; valid: {', '.join(POSITIONS)}")
+        if pos_kernel % 2 == 0:
+            raise ValueError(f"pos_kernel={pos_kernel} must be odd (same-length output)")
+        self.inp = nn.Linear(num_features, d_model)
+        self.pos = (attn_core.SinusoidalPositionalEncoding(d_model, max_len=max_len)
+                    if positions in ("sinusoidal", "both") else None)
+        self.pos_conv = (nn.Conv1d(d_model, d_model, pos_kernel, padding=pos_kernel // 2, groups=d_model)
+                         if positions in ("conv", "both") else None)
+        self.drop = nn.Dropout(dropout)
+        self.encoder = attn_core.TransformerEncoder(
+            d_model, num_heads, num_layers, dim_feedforward=dim_feedforward or 2 * d_model, dropout=dropout,
+            attn_dropout=attn_dropout, pattern=pattern, window=window if pattern == "truncated" else None,
+        )
+        self.d_model = d_model
+
+    def forward(self, x: Tensor, mask: Tensor, *, need_weights: bool = False) -> Any:
+        h = _zero_pad(self.inp(x), mask)  # (B, L, d)
+        if self.pos_conv is not None:
+            h = h + self.pos_conv(h.transpose(1, 2)).transpose(1, 2)
+        if self.pos is not None:
+            h = self.pos(h)
+        h = self.drop(h)
+        kpm = None if bool(mask.all()) else mask
+        out = self.encoder(h, key_padding_mask=kpm, need_weights=need_weights)
+        if need_weights:
+            return _zero_pad(out[0], mask), out[1]
+        return _zero_pad(out, mask)  # (B, L, d)
+
+
+class RecurrentEncoder(nn.Module):
+    """Input projection, then a ``num_layers`` bidirectional LSTM (``d_model / 2`` per direction)
+    over the packed frames, so padding never enters the recurrence."""
+
+    def __init__(self, num_features: int, *, d_model: int = 96, num_layers: int = 2, dropout: float = 0.1) -> None:
+        super().__init__()
+        if d_model % 2:
+            raise ValueError(f"d_model={d_model} must be even (two directions of d_model / 2)")
+        self.inp = nn.Linear(num_features, d_model)
+        self.rnn = nn.LSTM(d_model, d_model // 2, num_layers=num_layers, batch_first=True, bidirectional=True,
+                           dropout=dropout if num_layers > 1 else 0.0)
+        self.drop = nn.Dropout(dropout)
+        self.d_model = d_model
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        h = self.drop(self.inp(x))  # (B, L, d)
+        lengths = mask.sum(1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(h, lengths, batch_first=True, enforce_sorted=False)
+        out, _ = self.rnn(packed)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        return _zero_pad(self.drop(out), mask)  # (B, L, d)
+
+
+class _ResBlock(nn.Module):
+    """``relu(x + BN(conv(relu(BN(conv(x))))))``, convolutions of ``kernel`` frames, ``dilation``."""
+
+    def __init__(self, channels: int, kernel: int, dilation: int, dropout: float) -> None:
+        super().__init__()
+        pad = dilation * (kernel - 1) // 2
+        self.conv1 = nn.Conv1d(channels, channels, kernel, padding=pad, dilation=dilation, bias=False)
+        self.bn1 = nn.BatchNorm1d(channels)
+        self.conv2 = nn.Conv1d(channels, channels, kernel, padding=pad, dilation=dilation, bias=False)
+        self.bn2 = nn.BatchNorm1d(channels)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, h: Tensor, m: Tensor) -> Tensor:
+        # h (B, d, L), m (B, 1, L): padding is zeroed before every convolution
+        y = self.drop(F.relu(self.bn1(self.conv1(h * m))))
+        y = self.bn2(self.conv2(y * m))
+        return F.relu(h + y)
+
+
+class ConvEncoder(nn.Module):
+    """TC-ResNet-like temporal CNN: a kernel-3 input conv from the features to ``d_model``
+    channels, then ``num_blocks`` residual blocks with dilations ``dilations[i % len]``."""
+
+    def __init__(self, num_features: int, *, d_model: int = 96, num_blocks: int = 4, kernel: int = 9,
+                 dilations: tuple[int, ...] | list[int] = (1, 2, 4, 8), dropout: float = 0.1) -> None:
+        super().__init__()
+        if kernel % 2 == 0:
+            raise ValueError(f"kernel={kernel} must be odd (same-length output)")
+        self.inp = nn.Conv1d(num_features, d_model, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm1d(d_model)
+        self.blocks = nn.ModuleList(_ResBlock(d_model, kernel, dilations[i % len(dilations)], dropout)
+                                    for i in range(num_blocks))
+        self.d_model = d_model
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        m = mask.unsqueeze(1).to(x.dtype)  # (B, 1, L)
+        h = F.relu(self.bn(self.inp(x.transpose(1, 2) * m)))  # (B, d, L)
+        for block in self.blocks:
+            h = block(h, m)
+        return _zero_pad(h.transpose(1, 2), mask)  # (B, L, d)
+
+
+class FrameMLP(nn.Module):
+    """The no-context floor: the same two-layer MLP on every frame alone."""
+
+    def __init__(self, num_features: int, *, d_model: int = 96, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(num_features, d_model), nn.ReLU(), nn.Dropout(dropout),
+                                 nn.Linear(d_model, d_model), nn.ReLU(), nn.Dropout(dropout))
+        self.d_model = d_model
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        return _zero_pad(self.net(x), mask)  # (B, L, d)
+
+
+# --------------------------------------------------------------------------- the network
+class SpeechNet(nn.Module):
+    """``encoder`` + head: ``forward(x (B, L, F), mask (B, L))`` -> logits ``(B, C)`` (``form``
+    ``classify``: masked mean over frames) or ``(B, L, C)`` (``tag``)."""
+
+    def __init__(self, encoder: nn.Module, num_classes: int, form: str) -> None:
+        super().__init__()
+        if form not in ("classify", "tag"):
+            raise ValueError(f"form={form!r}; valid: classify, tag")
+        self.encoder, self.form = encoder, form
+        self.head = nn.Linear(encoder.d_model, num_classes)
+
+    def encode(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """``(B, L, F)`` -> ``(B, L, d_model)``, zero on padding."""
+        if mask is None:
+            mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+        return self.encoder(x, mask)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        if mask is None:
+            mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+        h = self.encode(x, mask)  # (B, L, d)
+        if self.form == "tag":
+            return self.head(h)  # (B, L, C)
+        pooled = h.sum(1) / mask.sum(1, keepdim=True).clamp(min=1).to(h.dtype)  # (B, d)
+        return self.head(pooled)  # (B, C)
+
+
+# --------------------------------------------------------------------------- registry
+ENCODERS: dict[str, type] = {"transformer": TransformerEncoderNet, "lstm": RecurrentEncoder, "cnn": ConvEncoder,
+                             "mlp": FrameMLP}
+
+
+def build_model(kind: str, data_info: dict, **params: Any) -> SpeechNet:
+    """``ModelSpec.build``: encoder ``kind`` on ``data_info["num_features"]`` with a head for
+    ``data_info["form"]`` and ``data_info["num_classes"]``."""
+    cls = ENCODERS[kind]
+    if cls is TransformerEncoderNet and params.get("positions", "conv") != "conv":
+        params.setdefault("max_len", max(10000, int(data_info.get("max_frames", 0)) + 1))
+    enc = cls(int(data_info["num_features"]), **params)
+    return SpeechNet(enc, int(data_info["num_classes"]), str(data_info.get("form", "classify")))
+
+
+_TRANSFORMER = dict(d_model=96, num_heads=4, num_layers=3, dim_feedforward=192, dropout=0.1, attn_dropout=0.0,
+                    positions="conv", pos_kernel=15)
+
+#: name -> (family, encoder kind, default params, pattern, description)
+MODELS: dict[str, tuple[str, str, dict[str, Any], str | None, str]] = {
+    "transformer": ("attention", "transformer", {**_TRANSFORMER, "pattern": "full", "window": None}, "full",
+                    "Transformer encoder, full self-attention over all frames"),
+    **{
+        f"transformer_w{w}": ("attention", "transformer", {**_TRANSFORMER, "pattern": "truncated", "window": w},
+                              "truncated", f"Transformer encoder, truncated self-attention (+-{w} frames)")
+        for w in (8, 16, 32, 64)
+    },
+    "lstm": ("rnn", "lstm", {"d_model": 96, "num_layers": 2, "dropout": 0.1}, None, "bidirectional LSTM, 2 layers"),
+    "cnn": ("cnn", "cnn", {"d_model": 96, "num_blocks": 4, "kernel": 9, "dilations": [1, 2, 4, 8], "dropout": 0.1},
+            None, "TC-ResNet-like temporal CNN (residual kernel-9 convs, dilations 1-8)"),
+    "frame_mlp": ("other", "mlp", {"d_model": 96, "dropout": 0.1}, None, "per-frame MLP, no context (floor)"),
+}
+
+
+def register_models(registry: Registry[ModelSpec]) -> None:
+    for name, (family, kind, params, pattern, desc) in MODELS.items():
+        registry.register(name, ModelSpec(name=name, family=family, build=functools.partial(build_model, kind),
+                                          params=dict(params), pattern=pattern, description=desc))
