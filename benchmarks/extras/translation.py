@@ -1,0 +1,109 @@
+"""Report renderer for the translation task: cross-attention alignment heatmaps
+(``rec["extras"]["translation_alignments"]``).
+
+Each record holds, for the first few test sentences, the source pieces, the model's own
+translation (pieces) and its cross-attention weights ``H x T x S`` in integer percent (the
+Transformer's last decoder layer per head; one map for the RNN attention models and ConvS2S's
+last layer). Per model, the renderer draws one seed (the lowest): a row per sentence, the head
+average first, then each head when there are several.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from benchmarks.report import EXTRA_RENDERERS, ExtraContext, ExtraSection, embed_png
+
+__all__ = ["KEY", "render_alignments", "pick_records", "head_mean"]
+
+KEY = "translation_alignments"
+_MAX_SENTENCES = 3
+
+
+def _valid(value: Any) -> bool:
+    try:
+        sents = value["sentences"]
+        for s in sents:
+            w = s["weights"]
+            if not w or len(w[0]) != len(s["hyp"]) or any(len(row) != len(s["src"]) for head in w for row in head):
+                return False
+        return bool(sents)
+    except (TypeError, KeyError, IndexError):
+        return False
+
+
+def pick_records(items: list[tuple[dict[str, Any], Any]]) -> dict[str, tuple[dict[str, Any], Any]]:
+    """model -> ``(record, value)`` of its lowest seed with a well-formed value, in model order."""
+    out: dict[str, tuple[dict[str, Any], Any]] = {}
+    for rec, value in sorted(items, key=lambda it: (str(it[0].get("model")), it[0].get("seed", 0))):
+        if _valid(value) and rec.get("model") not in out:
+            out[rec["model"]] = (rec, value)
+    return out
+
+
+def head_mean(weights: list[list[list[float]]]) -> list[list[float]]:
+    """The average over heads of ``H x T x S`` weights -> ``T x S``."""
+    h = len(weights)
+    return [[sum(weights[k][t][s] for k in range(h)) / h for s in range(len(weights[0][t]))]
+            for t in range(len(weights[0]))]
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def _plot(value: dict[str, Any], title: str, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from benchmarks.bench_common import save_figure_atomic
+
+    sents = value["sentences"][:_MAX_SENTENCES]
+    heads = len(sents[0]["weights"])
+    cols = 1 + (heads if heads > 1 else 0)
+    fig, axes = plt.subplots(len(sents), cols, figsize=(3.2 * cols + 0.5, 3.0 * len(sents) + 0.6), squeeze=False)
+    for r, s in enumerate(sents):
+        maps = [("mean of heads" if heads > 1 else "attention", head_mean(s["weights"]))]
+        maps += [(f"head {k + 1}", s["weights"][k]) for k in range(heads)] if heads > 1 else []
+        for c, (label, m) in enumerate(maps):
+            ax = axes[r][c]
+            ax.imshow([[x / 100.0 for x in row] for row in m], cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
+            ax.set_xticks(range(len(s["src"])))
+            ax.set_xticklabels(s["src"], rotation=90, fontsize=6)
+            ax.set_yticks(range(len(s["hyp"])))
+            ax.set_yticklabels(s["hyp"] if c == 0 else [], fontsize=6)
+            ax.set_title(f"sentence {r + 1}: {label}", fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    save_figure_atomic(fig, path)
+
+
+def render_alignments(ctx: ExtraContext) -> ExtraSection | None:
+    """One heatmap figure per model (its lowest seed): source pieces across, the model's
+    translation down; darker = more attention."""
+    picked = pick_records(ctx.items)
+    if not picked:
+        return None
+    intro = ("Cross-attention of each model's own test translation (first test sentences; one seed): "
+             "source subwords across, output subwords down, darker = more weight. Transformer: last "
+             "decoder layer, mean of heads then each head; ConvS2S: last decoder layer.")
+    md = [f"#### Alignments ({ctx.dataset})", "", intro, ""]
+    hs = [f"<h4>Alignments ({html.escape(ctx.dataset)})</h4>", f"<p>{html.escape(intro)}</p>"]
+    for model, (rec, value) in picked.items():
+        name = f"{_safe(ctx.suite)}_{_safe(ctx.task)}_{_safe(ctx.dataset)}_{_safe(model)}_alignments.png"
+        path = ctx.plots_dir / name
+        title = f"{model} ({rec.get('family')}), seed {rec.get('seed')}"
+        _plot(value, title, path)
+        first = value["sentences"][0]
+        caption = f"{title}: \"{first.get('hyp_text', '')}\" (reference: \"{first.get('ref', '')}\")"
+        md += [f"**{model}**: {caption}", "", f"![{model} alignments](plots/{name})", ""]
+        hs += [f"<p><b>{html.escape(model)}</b>: {html.escape(caption)}</p>",
+               f'<img alt="{html.escape(model)} alignments" src="{embed_png(path)}">']
+    return ExtraSection("\n".join(md), "\n".join(hs))
+
+
+EXTRA_RENDERERS[KEY] = render_alignments

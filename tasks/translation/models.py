@@ -1,0 +1,370 @@
+"""Encoder-decoder translation networks, registered by name with their family.
+
+Every network implements the decoder-step interface of :mod:`tasks.translation.search`
+(``encode``, ``decode_step``) plus
+
+* ``forward(src (B, S), src_mask (B, S), tgt_in (B, T)) -> logits (B, T, V)`` (teacher forcing;
+  ``tgt_in`` starts with BOS; causality makes target padding harmless: padded positions come last);
+* ``alignments(src, src_mask, tgt_in) -> (B, H, T, S) | None``: the cross-attention weights used
+  for the report's heatmaps (``None`` for a model without attention).
+
+All attention comes from :mod:`attn_core`. The vocabulary is joint (one sentencepiece model for
+both languages), so every model shares one embedding table between source and target.
+
+* ``transformer`` (attention): :class:`TransformerSeq2Seq`, the encoder-decoder of Vaswani et al.
+  (2017) on :class:`attn_core.TransformerEncoder` / :class:`attn_core.TransformerDecoder`
+  (multi-head self-attention, causal decoder self-attention, cross-attention, sinusoidal
+  positions), pre-LN, source/target/output embeddings tied.
+* ``rnn_bahdanau``, ``rnn_luong_dot``, ``rnn_luong_general`` (rnn) and ``rnn_noattn`` (other):
+  :class:`RNNSeq2Seq`, a bidirectional GRU encoder and a GRU decoder with Bahdanau additive
+  attention (the previous decoder state queries the source before the GRU step), Luong attention
+  (the new state queries it after the step, with input feeding; ``dot`` or ``general`` score), or
+  none: the bottleneck ablation, where the decoder sees only the final encoder states (as its
+  initial state and as a fixed context at every step, as in Cho et al. 2014).
+* ``convs2s`` (cnn): :class:`ConvS2S` (Gehring et al. 2017), convolutional encoder and causal
+  convolutional decoder with gated linear units and dot-product attention in every decoder layer.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+import attn_core
+from tasks.common.registry import ModelSpec, Registry
+from tasks.translation.search import State
+
+__all__ = ["TransformerSeq2Seq", "RNNSeq2Seq", "ConvS2S", "MODELS", "register_models", "RNN_ATTENTIONS"]
+
+_SQRT_HALF = math.sqrt(0.5)
+
+
+def _check_vocab(vocab_size: int) -> None:
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 4:
+        raise ValueError(f"vocab_size={vocab_size!r}; must be an int >= 4 (pad, unk, bos, eos + words)")
+
+
+# --------------------------------------------------------------------------- Transformer
+class TransformerSeq2Seq(nn.Module):
+    """Transformer encoder-decoder; ``decode_step`` recomputes the decoder on the prefix (the
+    attn_core layers keep no key/value cache), reading the cached encoder output."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        d_model: int = 256,
+        num_heads: int = 4,
+        enc_layers: int = 3,
+        dec_layers: int = 3,
+        dim_feedforward: int = 1024,
+        dropout: float = 0.1,
+        attn_dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = True,
+        max_positions: int = 1024,
+        pad_id: int = 0,
+    ) -> None:
+        super().__init__()
+        _check_vocab(vocab_size)
+        self.d_model, self.pad_id = d_model, pad_id
+        self.embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        nn.init.normal_(self.embed.weight, std=d_model**-0.5)
+        with torch.no_grad():
+            self.embed.weight[pad_id].zero_()
+        self.pos = attn_core.SinusoidalPositionalEncoding(d_model, max_positions, dropout)
+        common = dict(dim_feedforward=dim_feedforward, dropout=dropout, attn_dropout=attn_dropout,
+                      activation=activation, norm_first=norm_first)
+        self.encoder = attn_core.TransformerEncoder(d_model, num_heads, enc_layers, **common)
+        self.decoder = attn_core.TransformerDecoder(d_model, num_heads, dec_layers, causal=True, **common)
+        self.out = nn.Linear(d_model, vocab_size, bias=False)
+        self.out.weight = self.embed.weight  # tied: one table for source, target and output
+
+    def _embed(self, tokens: Tensor) -> Tensor:
+        return self.pos(self.embed(tokens) * math.sqrt(self.d_model))  # (B, L, E)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> State:
+        memory = self.encoder(self._embed(src), key_padding_mask=src_mask)  # (B, S, E)
+        return {"memory": memory, "mask": src_mask}
+
+    def _decode(self, state: State, tgt_in: Tensor, need_weights: bool = False):
+        res = self.decoder(self._embed(tgt_in), state["memory"], memory_key_padding_mask=state["mask"],
+                           need_weights=need_weights)
+        h, w = res if need_weights else (res, None)
+        return self.out(h), w  # (B, T, V), [ (B, H, T, S) per layer ]
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        return self._decode(self.encode(src, src_mask), tgt_in)[0]
+
+    def decode_step(self, state: State, prefix: Tensor) -> tuple[Tensor, State]:
+        return self._decode(state, prefix)[0][:, -1], state  # (B, V)
+
+    def alignments(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        """The last decoder layer's cross-attention, per head ``(B, H, T, S)``."""
+        return self._decode(self.encode(src, src_mask), tgt_in, need_weights=True)[1][-1]
+
+
+# --------------------------------------------------------------------------- RNNs
+RNN_ATTENTIONS = ("bahdanau", "luong_dot", "luong_general", "none")
+
+
+class RNNSeq2Seq(nn.Module):
+    """Bidirectional GRU encoder, GRU decoder, one of :data:`RNN_ATTENTIONS`.
+
+    * ``bahdanau``: ``c_t = attn(s_{t-1}, enc)``; ``s_t = GRU([e(y_{t-1}); c_t], s_{t-1})``;
+      ``o_t = tanh(W [s_t; c_t; e(y_{t-1})])``.
+    * ``none``: the same with ``c_t = c`` the final encoder states (fixed; the bottleneck).
+    * ``luong_*``: ``s_t = GRU([e(y_{t-1}); o_{t-1}], s_{t-1})`` (input feeding);
+      ``c_t = attn(s_t, enc)``; ``o_t = tanh(W [c_t; s_t])``. ``dot`` scores against the encoder
+      states projected to the decoder width, ``general`` is ``s^T W h``.
+
+    The decoder's initial state is ``tanh(W [h_fwd; h_bwd])`` of the encoder's last layer; logits
+    are ``W_out dropout(o_t)``. Padding is packed away in the encoder, so it never leaks.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        attention: str = "bahdanau",
+        emb_dim: int = 256,
+        hidden: int = 256,
+        enc_layers: int = 1,
+        dec_layers: int = 1,
+        dropout: float = 0.2,
+        pad_id: int = 0,
+    ) -> None:
+        super().__init__()
+        _check_vocab(vocab_size)
+        if attention not in RNN_ATTENTIONS:
+            raise ValueError(f"attention={attention!r}; valid: {', '.join(RNN_ATTENTIONS)}")
+        self.kind, self.hidden, self.dec_layers = attention, hidden, dec_layers
+        self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
+        self.drop = nn.Dropout(dropout)
+        self.encoder = nn.GRU(emb_dim, hidden, enc_layers, batch_first=True, bidirectional=True,
+                              dropout=dropout if enc_layers > 1 else 0.0)
+        self.bridge = nn.Linear(2 * hidden, hidden)
+        enc_dim = 2 * hidden
+        luong = attention.startswith("luong")
+        feed = hidden if luong else enc_dim  # what is concatenated to the input embedding
+        self.decoder = nn.GRU(emb_dim + feed, hidden, dec_layers, batch_first=True,
+                              dropout=dropout if dec_layers > 1 else 0.0)
+        self.key_proj: nn.Linear | None = None
+        self.attn: nn.Module | None = None
+        if attention == "bahdanau":
+            self.attn = attn_core.AdditiveAttention(hidden, enc_dim, hidden_dim=hidden)
+            self.combine = nn.Linear(hidden + enc_dim + emb_dim, hidden)
+        elif attention == "none":
+            self.combine = nn.Linear(hidden + enc_dim + emb_dim, hidden)
+        elif attention == "luong_dot":
+            self.key_proj = nn.Linear(enc_dim, hidden, bias=False)  # dot needs equal widths
+            self.attn = attn_core.LuongAttention(hidden, hidden, score="dot")
+            self.combine = nn.Linear(hidden + enc_dim, hidden)
+        else:  # luong_general
+            self.attn = attn_core.LuongAttention(hidden, enc_dim, score="general")
+            self.combine = nn.Linear(hidden + enc_dim, hidden)
+        self.out = nn.Linear(hidden, vocab_size)
+
+    # -- encoder -----------------------------------------------------------------------
+    def encode(self, src: Tensor, src_mask: Tensor) -> State:
+        b, s = src.shape
+        emb = self.drop(self.embed(src))  # (B, S, E)
+        lengths = src_mask.sum(1).clamp(min=1).cpu()
+        packed = pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False)
+        out, h = self.encoder(packed)
+        enc, _ = pad_packed_sequence(out, batch_first=True, total_length=s)  # (B, S, 2H)
+        final = torch.cat([h[-2], h[-1]], -1)  # (B, 2H): last layer, forward and backward
+        h0 = torch.tanh(self.bridge(final))[:, None].expand(b, self.dec_layers, self.hidden).contiguous()
+        state: State = {"h": h0, "mask": src_mask}  # h: (B, layers, H), batch-first for search
+        if self.kind == "none":
+            state["ctx"] = final
+        else:
+            state["values"] = enc
+            if self.key_proj is not None:
+                state["keys"] = self.key_proj(enc)  # (B, S, H)
+            elif self.kind == "bahdanau":
+                assert isinstance(self.attn, attn_core.AdditiveAttention)
+                state["proj_keys"] = self.attn.precompute_keys(enc)  # (B, S, H)
+        if self.kind.startswith("luong"):
+            state["feed"] = src.new_zeros(b, self.hidden, dtype=enc.dtype)
+        return state
+
+    def _attend(self, query: Tensor, state: State) -> tuple[Tensor, Tensor]:
+        values, mask = state["values"], state["mask"]
+        if self.kind == "bahdanau":
+            return self.attn(query, values, values, mask, projected_keys=state["proj_keys"])  # type: ignore[misc]
+        keys = state.get("keys", values)
+        return self.attn(query, keys, values, mask)  # type: ignore[misc]  # (B, Dv), (B, S)
+
+    # -- one decoder step --------------------------------------------------------------
+    def _step(self, tok: Tensor, state: State) -> tuple[Tensor, State, Tensor | None]:
+        """``tok (B,)`` -> ``(logits (B, V), new state, attention weights (B, S) | None)``."""
+        e = self.drop(self.embed(tok))  # (B, E)
+        h = state["h"].transpose(0, 1).contiguous()  # (layers, B, H)
+        w = None
+        if self.kind.startswith("luong"):
+            out, h = self.decoder(torch.cat([e, state["feed"]], -1)[:, None], h)
+            s = out[:, 0]  # (B, H)
+            ctx, w = self._attend(s, state)
+            o = torch.tanh(self.combine(torch.cat([ctx, s], -1)))  # (B, H)
+            new = {**state, "h": h.transpose(0, 1), "feed": o}
+        else:
+            if self.kind == "none":
+                ctx = state["ctx"]
+            else:
+                ctx, w = self._attend(h[-1], state)  # query: the previous top-layer state
+            out, h = self.decoder(torch.cat([e, ctx], -1)[:, None], h)
+            s = out[:, 0]
+            o = torch.tanh(self.combine(torch.cat([s, ctx, e], -1)))
+            new = {**state, "h": h.transpose(0, 1)}
+        return self.out(self.drop(o)), new, w
+
+    def _teacher_forced(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
+        state = self.encode(src, src_mask)
+        logits, weights = [], []
+        for t in range(tgt_in.shape[1]):
+            lg, state, w = self._step(tgt_in[:, t], state)
+            logits.append(lg)
+            if w is not None:
+                weights.append(w)
+        return torch.stack(logits, 1), (torch.stack(weights, 1) if weights else None)  # (B, T, V), (B, T, S)
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        return self._teacher_forced(src, src_mask, tgt_in)[0]
+
+    def decode_step(self, state: State, prefix: Tensor) -> tuple[Tensor, State]:
+        logits, state, _ = self._step(prefix[:, -1], state)
+        return logits, state
+
+    def alignments(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor | None:
+        """The attention weights ``(B, 1, T, S)`` (one head), ``None`` without attention."""
+        w = self._teacher_forced(src, src_mask, tgt_in)[1]
+        return None if w is None else w[:, None]
+
+
+# --------------------------------------------------------------------------- ConvS2S
+class ConvS2S(nn.Module):
+    """Convolutional sequence to sequence (Gehring et al. 2017).
+
+    Encoder: token + learned position embeddings, ``enc_layers`` residual GLU convolutions
+    (``"same"`` padding; padded positions are zeroed before every convolution so they never leak),
+    projected back to ``emb_dim``: keys ``z``, values ``(z + e) * sqrt(.5)``. Decoder: causal GLU
+    convolutions (left padding ``kernel_size - 1``); after each, single-head dot-product attention
+    (:func:`attn_core.attention`, unscaled as in the paper) with the query
+    ``(W h + g) * sqrt(.5)`` (``g``: the target embedding), whose context is added residually.
+    ``decode_step`` recomputes the causal decoder on the prefix.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        emb_dim: int = 256,
+        hidden: int = 256,
+        enc_layers: int = 4,
+        dec_layers: int = 4,
+        kernel_size: int = 3,
+        dropout: float = 0.2,
+        max_positions: int = 1024,
+        pad_id: int = 0,
+    ) -> None:
+        super().__init__()
+        _check_vocab(vocab_size)
+        if kernel_size < 1 or kernel_size % 2 == 0:
+            raise ValueError(f"kernel_size={kernel_size}; must be odd and >= 1")
+        self.k = kernel_size
+        self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
+        nn.init.normal_(self.embed.weight, std=0.1)
+        with torch.no_grad():
+            self.embed.weight[pad_id].zero_()
+        self.pos = attn_core.LearnedPositionalEmbedding(max_positions, emb_dim, dropout)
+        self.drop = nn.Dropout(dropout)
+        self.enc_in, self.enc_out = nn.Linear(emb_dim, hidden), nn.Linear(hidden, emb_dim)
+        self.enc_convs = nn.ModuleList(nn.Conv1d(hidden, 2 * hidden, kernel_size, padding=kernel_size // 2)
+                                       for _ in range(enc_layers))
+        self.dec_in, self.dec_out = nn.Linear(emb_dim, hidden), nn.Linear(hidden, emb_dim)
+        self.dec_convs = nn.ModuleList(nn.Conv1d(hidden, 2 * hidden, kernel_size) for _ in range(dec_layers))
+        self.att_in = nn.ModuleList(nn.Linear(hidden, emb_dim) for _ in range(dec_layers))
+        self.att_out = nn.ModuleList(nn.Linear(emb_dim, hidden) for _ in range(dec_layers))
+        self.out = nn.Linear(emb_dim, vocab_size)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> State:
+        keep = src_mask[..., None]  # (B, S, 1)
+        e = self.pos(self.embed(src))  # (B, S, E)
+        h = self.enc_in(e)  # (B, S, H)
+        for conv in self.enc_convs:
+            x = self.drop(h.masked_fill(~keep, 0.0))
+            h = (F.glu(conv(x.transpose(1, 2)), dim=1).transpose(1, 2) + h) * _SQRT_HALF
+        z = self.enc_out(h.masked_fill(~keep, 0.0))  # (B, S, E)
+        return {"keys": z, "values": (z + e) * _SQRT_HALF, "mask": src_mask}
+
+    def _decode(self, state: State, tgt_in: Tensor, need_weights: bool = False):
+        g = self.pos(self.embed(tgt_in))  # (B, T, E)
+        h = self.dec_in(g)  # (B, T, H)
+        keys, values = state["keys"][:, None], state["values"][:, None]  # (B, 1, S, E)
+        weights = None
+        for conv, a_in, a_out in zip(self.dec_convs, self.att_in, self.att_out):
+            x = F.pad(self.drop(h).transpose(1, 2), (self.k - 1, 0))  # causal: left padding only
+            c = F.glu(conv(x), dim=1).transpose(1, 2)  # (B, T, H)
+            q = ((a_in(c) + g) * _SQRT_HALF)[:, None]  # (B, 1, T, E)
+            res = attn_core.attention(q, keys, values, key_padding_mask=state["mask"], scale=1.0,
+                                      need_weights=need_weights)
+            ctx, weights = res if need_weights else (res, None)
+            c = (c + a_out(ctx[:, 0])) * _SQRT_HALF
+            h = (c + h) * _SQRT_HALF
+        return self.out(self.drop(self.dec_out(h))), weights  # (B, T, V), (B, 1, T, S) of the last layer
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        return self._decode(self.encode(src, src_mask), tgt_in)[0]
+
+    def decode_step(self, state: State, prefix: Tensor) -> tuple[Tensor, State]:
+        return self._decode(state, prefix)[0][:, -1], state
+
+    def alignments(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        """The last decoder layer's attention ``(B, 1, T, S)``."""
+        return self._decode(self.encode(src, src_mask), tgt_in, need_weights=True)[1]
+
+
+# --------------------------------------------------------------------------- registry
+def _build(cls: type, data_info: dict, **params: Any) -> nn.Module:
+    return cls(int(data_info["vocab_size"]), pad_id=int(data_info.get("pad_id", 0)), **params)
+
+
+def _builder(cls: type):
+    """``build(data_info, **params)`` for ``cls`` (a partial, so specs stay picklable)."""
+    return functools.partial(_build, cls)
+
+
+_TRANSFORMER = dict(d_model=256, num_heads=4, enc_layers=3, dec_layers=3, dim_feedforward=1024, dropout=0.1,
+                    attn_dropout=0.1, activation="relu", norm_first=True)
+_RNN = dict(emb_dim=256, hidden=256, enc_layers=1, dec_layers=1, dropout=0.2)
+_CONV = dict(emb_dim=256, hidden=256, enc_layers=4, dec_layers=4, kernel_size=3, dropout=0.2)
+
+#: name -> (family, class, default params, pattern, description)
+MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
+    "transformer": ("attention", TransformerSeq2Seq, _TRANSFORMER, "full",
+                    "Transformer encoder-decoder (pre-LN, sinusoidal positions, tied embeddings)"),
+    "rnn_bahdanau": ("rnn", RNNSeq2Seq, {**_RNN, "attention": "bahdanau"}, None,
+                     "BiGRU encoder, GRU decoder, Bahdanau additive attention"),
+    "rnn_luong_dot": ("rnn", RNNSeq2Seq, {**_RNN, "attention": "luong_dot"}, None,
+                      "BiGRU encoder, GRU decoder, Luong dot attention (input feeding)"),
+    "rnn_luong_general": ("rnn", RNNSeq2Seq, {**_RNN, "attention": "luong_general"}, None,
+                          "BiGRU encoder, GRU decoder, Luong general attention (input feeding)"),
+    "rnn_noattn": ("other", RNNSeq2Seq, {**_RNN, "attention": "none"}, None,
+                   "BiGRU encoder, GRU decoder without attention: the final encoder state only (bottleneck ablation)"),
+    "convs2s": ("cnn", ConvS2S, _CONV, None, "ConvS2S: GLU convolutions, attention in every decoder layer"),
+}
+
+
+def register_models(registry: Registry[ModelSpec]) -> None:
+    for name, (family, cls, params, pattern, desc) in MODELS.items():
+        registry.register(
+            name, ModelSpec(name=name, family=family, build=_builder(cls), params=dict(params), pattern=pattern,
+                            description=desc),
+        )
