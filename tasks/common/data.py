@@ -338,13 +338,13 @@ class SplitDataModule(L.LightningDataModule):
         """Keep a seeded random ``fraction`` of the training split (the same subset for every
         model with the same ``seed``); returns the new training-set size. ``info`` is kept
         (vocabularies etc. stay those of the full data) except ``num_train``."""
+        info = self.info  # built from the full data before the swap (vocabularies, sizes)
         ds = self.splits["train"]
         base = ds.dataset if isinstance(ds, Subset) else ds
         idx = subset_indices(len(base), fraction, seed)
         self._splits["train"] = Subset(base, idx) if len(idx) < len(base) else base
         self.train_fraction = float(fraction)
         self._checksum = None
-        info = self.info
         if "num_train" in info:
             info["num_train"] = len(idx)
         return len(idx)
