@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from benchmarks import measure
 from benchmarks.bench_common import (
+    finish_sweep,
     save_figure_atomic,
     attn_core_fingerprint,
     busy_warning,
@@ -514,17 +515,8 @@ def run_sweep(
         doc.setdefault("warnings", []).append(
             f"attn_core changed during the sweep: points measured {len(shas)} versions ({', '.join(shas)})")
         log(f"warning: {doc['warnings'][-1]}")
-    doc["checks"] = compute_checks(doc["points"])
-    doc["status"] = "done"
-    doc["wall_time_s"] = time.perf_counter() - t_start
-    if cfg["plot"]:
-        try:
-            plot_results(doc, png_path)
-            doc["plot"] = png_path.name
-        except Exception as exc:  # noqa: BLE001 - a plot failure must not lose the data
-            doc["plot_error"] = f"{type(exc).__name__}: {exc}"
-            log(f"plot failed: {doc['plot_error']}")
-    measure.atomic_write_json(json_path, doc)
+    finish_sweep(doc, checks=compute_checks(doc["points"]), t_start=t_start, plot=cfg["plot"], plot_fn=plot_results,
+                 json_path=json_path, png_path=png_path, log=log)
     log(format_checks(doc["checks"]))
     log(f"done in {doc['wall_time_s']:.1f} s: {json_path}" + (f", {png_path}" if "plot" in doc else ""))
     return doc

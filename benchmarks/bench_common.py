@@ -149,3 +149,25 @@ def save_figure_atomic(fig, path: str | Path, dpi: int = 110) -> None:
     fig.savefig(tmp, dpi=dpi)
     plt.close(fig)
     tmp.replace(path)
+
+
+def finish_sweep(doc: dict, *, checks: list[dict], t_start: float, plot: bool, plot_fn, json_path: Path,
+                 png_path: Path, log) -> None:
+    """The last step every micro-benchmark shares: store the checks, mark the sweep done with its
+    wall time, draw the plot (a plot failure is recorded, never loses the data) and write the
+    JSON atomically."""
+    import time
+
+    from benchmarks import measure
+
+    doc["checks"] = checks
+    doc["status"] = "done"
+    doc["wall_time_s"] = time.perf_counter() - t_start
+    if plot:
+        try:
+            plot_fn(doc, png_path)
+            doc["plot"] = png_path.name
+        except Exception as exc:  # noqa: BLE001 - a plot failure must not lose the data
+            doc["plot_error"] = f"{type(exc).__name__}: {exc}"
+            log(f"plot failed: {doc['plot_error']}")
+    measure.atomic_write_json(json_path, doc)

@@ -74,6 +74,7 @@ from torch import nn
 
 from benchmarks import measure
 from benchmarks.bench_common import (
+    finish_sweep,
     save_figure_atomic,
     attn_core_fingerprint,
     busy_warning,
@@ -1124,17 +1125,8 @@ def run_sweep(cfg: dict, out_dir: str | Path, *, log: Callable[[str], None] = pr
             f"attn_core changed during the sweep: points measured {len(shas)} versions ({', '.join(shas)})")
     doc["fits"] = compute_fits(doc["points"])
     doc["table"] = measured_table(doc)
-    doc["checks"] = compute_checks(doc)
-    doc["status"] = "done"
-    doc["wall_time_s"] = time.perf_counter() - t_start
-    if cfg["plot"]:
-        try:
-            plot_results(doc, png_path)
-            doc["plot"] = png_path.name
-        except Exception as exc:  # noqa: BLE001 - a plot failure must not lose the data
-            doc["plot_error"] = f"{type(exc).__name__}: {exc}"
-            log(f"plot failed: {doc['plot_error']}")
-    measure.atomic_write_json(json_path, doc)
+    finish_sweep(doc, checks=compute_checks(doc), t_start=t_start, plot=cfg["plot"], plot_fn=plot_results,
+                 json_path=json_path, png_path=png_path, log=log)
     log("Table 1, measured (exponent ± standard error (slope over the largest 3 points); paper in brackets):")
     log(format_table(doc["table"]))
     log(format_checks(doc["checks"]))
