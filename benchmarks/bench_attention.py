@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from benchmarks import measure
 from benchmarks.bench_common import (
+    sweep_fields,
     finish_sweep,
     save_figure_atomic,
     attn_core_fingerprint,
@@ -71,29 +72,9 @@ GRAPH_METHODS = ("ours_graph", "pyg_transformerconv", "dense_masked")
 DTYPES = ("auto", "float32", "bfloat16", "float16", "float64")
 
 SCHEMA: dict[str, Any] = {
-    "benchmark": Field("str", "attention", choices=("attention",), doc="which micro-benchmark this config is for"),
-    "device": Field("str", "auto", choices=("auto", "cpu", "cuda"), doc="auto = cuda when available"),
-    "dtype": Field("str", "auto", choices=DTYPES, doc="auto = float32 on CPU, bfloat16 on CUDA"),
-    "seed": Field("int", 0),
-    "warmup": Field("int", 1, minimum=0, doc="untimed calls before timing"),
-    "repeats": Field("int", 5, minimum=1, doc="timed calls per point (at most)"),
-    "min_repeats": Field("int", 2, minimum=1, doc="timed calls per point (at least)"),
-    "target_point_s": Field(
-        "float", 10.0, minimum=0, nullable=True,
-        doc="fewer repeats (not below min_repeats) when they would take longer than this",
-    ),
-    "point_timeout_s": Field("per_device[float]", 300.0, minimum=1, doc="per-point wall-clock limit"),
-    "mem_cap_gb": Field(
-        "float", None, minimum=0, nullable=True,
-        doc="CPU memory cap per point (GiB); null = mem_cap_fraction of the available RAM",
-    ),
-    "mem_cap_fraction": Field("float", 0.6, minimum=0.05),
-    "isolate": Field("bool", True, doc="one fresh process per point (needed for the caps)"),
-    "threads": Field("int", None, minimum=1, nullable=True, doc="torch CPU threads per point; null = torch's default"),
-    "skip_larger_after_failure": Field(
-        "bool", True, doc="sequences: after an oom/timeout skip larger L; graphs: after a timeout"
-    ),
-    "plot": Field("bool", True),
+    **sweep_fields("attention", dtypes=DTYPES, dtype="auto", dtype_doc="auto = float32 on CPU, bfloat16 on CUDA",
+                   warmup=1, repeats=5, min_repeats=2, target_point_s=10.0, point_timeout_s=300.0,
+                   skip_doc="sequences: after an oom/timeout skip larger L; graphs: after a timeout"),
     "sequence": Section({
         "batch": Field("int", 1, minimum=1),
         "heads": Field("int", 4, minimum=1),

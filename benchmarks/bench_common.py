@@ -171,3 +171,43 @@ def finish_sweep(doc: dict, *, checks: list[dict], t_start: float, plot: bool, p
             doc["plot_error"] = f"{type(exc).__name__}: {exc}"
             log(f"plot failed: {doc['plot_error']}")
     measure.atomic_write_json(json_path, doc)
+
+
+def sweep_fields(
+    name: str,
+    *,
+    dtypes: tuple[str, ...],
+    dtype: str = "float32",
+    dtype_doc: str = "",
+    warmup: int,
+    repeats: int,
+    min_repeats: int,
+    target_point_s: float,
+    point_timeout_s: float,
+    threads: int | None = None,
+    unit: str = "calls",
+    skip_doc: str = "after an oom/timeout skip the larger sizes",
+) -> dict:
+    """The config fields every micro-benchmark shares (device, dtype, repeats, caps, isolation,
+    threads, plot), in one order, with the benchmark's own defaults."""
+    from benchmarks.schema import Field
+
+    return {
+        "benchmark": Field("str", name, choices=(name,), doc="which micro-benchmark this config is for"),
+        "device": Field("str", "auto", choices=("auto", "cpu", "cuda"), doc="auto = cuda when available"),
+        "dtype": Field("str", dtype, choices=dtypes, doc=dtype_doc),
+        "seed": Field("int", 0),
+        "warmup": Field("int", warmup, minimum=0, doc=f"untimed {unit} before timing"),
+        "repeats": Field("int", repeats, minimum=1, doc=f"timed {unit} per point (at most)"),
+        "min_repeats": Field("int", min_repeats, minimum=1, doc=f"timed {unit} per point (at least)"),
+        "target_point_s": Field("float", target_point_s, minimum=0, nullable=True,
+                                doc="fewer repeats (not below min_repeats) when they would take longer than this"),
+        "point_timeout_s": Field("per_device[float]", point_timeout_s, minimum=1, doc="per-point wall-clock limit"),
+        "mem_cap_gb": Field("float", None, minimum=0, nullable=True,
+                            doc="CPU memory cap per point (GiB); null = mem_cap_fraction of the available RAM"),
+        "mem_cap_fraction": Field("float", 0.6, minimum=0.05),
+        "isolate": Field("bool", True, doc="one fresh process per point (needed for the caps)"),
+        "threads": Field("int", threads, minimum=1, nullable=True, doc="torch CPU threads per point; null = torch's default"),
+        "skip_larger_after_failure": Field("bool", True, doc=skip_doc),
+        "plot": Field("bool", True),
+    }

@@ -74,6 +74,7 @@ from torch import nn
 
 from benchmarks import measure
 from benchmarks.bench_common import (
+    sweep_fields,
     finish_sweep,
     save_figure_atomic,
     attn_core_fingerprint,
@@ -191,23 +192,10 @@ PROBE_DOC = {
 }
 
 SCHEMA: dict[str, Any] = {
-    "benchmark": Field("str", "complexity", choices=("complexity",), doc="which micro-benchmark this config is for"),
-    "device": Field("str", "auto", choices=("auto", "cpu", "cuda"), doc="auto = cuda when available"),
-    "dtype": Field("str", "auto", choices=DTYPES, doc="auto = float32 (cuDNN RNNs and CPU kernels alike)"),
-    "seed": Field("int", 0),
-    "warmup": Field("int", 2, minimum=0, doc="untimed calls before timing"),
-    "repeats": Field("int", 5, minimum=1, doc="timed calls per point (at most)"),
-    "min_repeats": Field("int", 3, minimum=1, doc="timed calls per point (at least)"),
-    "target_point_s": Field("float", 3.0, minimum=0, nullable=True,
-                            doc="fewer repeats (not below min_repeats) when they would take longer than this"),
-    "point_timeout_s": Field("per_device[float]", 120.0, minimum=1, doc="per-point wall-clock limit"),
-    "mem_cap_gb": Field("float", None, minimum=0, nullable=True,
-                        doc="CPU memory cap per point (GiB); null = mem_cap_fraction of the available RAM"),
-    "mem_cap_fraction": Field("float", 0.6, minimum=0.05),
-    "isolate": Field("bool", True, doc="one fresh process per timing point (needed for the caps)"),
-    "threads": Field("int", 1, minimum=1, nullable=True, doc="torch CPU threads per point; null = torch's default"),
-    "skip_larger_after_failure": Field("bool", True, doc="after an oom/timeout skip the larger sizes of that layer"),
-    "plot": Field("bool", True),
+    **sweep_fields("complexity", dtypes=DTYPES, dtype="auto",
+                   dtype_doc="auto = float32 (cuDNN RNNs and CPU kernels alike)", warmup=2, repeats=5,
+                   min_repeats=3, target_point_s=3.0, point_timeout_s=120.0, threads=1,
+                   skip_doc="after an oom/timeout skip the larger sizes of that layer"),
     "layers": Field("list[str]", list(LAYERS), choices=LAYERS, doc="layer types to time"),
     "batch": Field("int", 1, minimum=1),
     "heads": Field("int", 4, minimum=1, doc="attention heads (must divide every d)"),

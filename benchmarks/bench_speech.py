@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from benchmarks import measure
 from benchmarks.bench_common import (
+    sweep_fields,
     finish_sweep,
     attn_core_fingerprint,
     busy_warning,
@@ -50,23 +51,9 @@ SPEEDUP_TARGET = 3.0
 MEMORY_TARGET = 5.0
 
 SCHEMA: dict[str, Any] = {
-    "benchmark": Field("str", "speech", choices=("speech",), doc="which micro-benchmark this config is for"),
-    "device": Field("str", "auto", choices=("auto", "cpu", "cuda"), doc="auto = cuda when available"),
-    "dtype": Field("str", "float32", choices=DTYPES),
-    "seed": Field("int", 0),
-    "warmup": Field("int", 1, minimum=0, doc="untimed steps before timing"),
-    "repeats": Field("int", 5, minimum=1, doc="timed steps per point (at most)"),
-    "min_repeats": Field("int", 2, minimum=1, doc="timed steps per point (at least)"),
-    "target_point_s": Field("float", 5.0, minimum=0, nullable=True,
-                            doc="fewer repeats (not below min_repeats) when they would take longer than this"),
-    "point_timeout_s": Field("per_device[float]", 300.0, minimum=1, doc="per-point wall-clock limit"),
-    "mem_cap_gb": Field("float", None, minimum=0, nullable=True,
-                        doc="CPU memory cap per point (GiB); null = mem_cap_fraction of the available RAM"),
-    "mem_cap_fraction": Field("float", 0.6, minimum=0.05),
-    "isolate": Field("bool", True, doc="one fresh process per point (needed for the caps)"),
-    "threads": Field("int", None, minimum=1, nullable=True, doc="torch CPU threads per point; null = torch's default"),
-    "skip_larger_after_failure": Field("bool", True, doc="after an oom/timeout skip larger L for that model"),
-    "plot": Field("bool", True),
+    **sweep_fields("speech", dtypes=DTYPES, warmup=1, repeats=5, min_repeats=2, target_point_s=5.0,
+                   point_timeout_s=300.0, unit="steps",
+                   skip_doc="after an oom/timeout skip larger L for that model"),
     "batch": Field("int", 1, minimum=1, doc="sequences per step (time and memory are reported per sequence)"),
     "num_features": Field("int", 40, minimum=1, doc="feature frames' width (40 log-mel bands)"),
     "num_classes": Field("int", 11, minimum=2, doc="frame labels (10 digits + silence)"),
