@@ -81,6 +81,24 @@ def test_checks_compare_the_best_truncated_preset():
     assert bench_speech.compute_checks(_points(), 1234)[0]["pass"] is None
 
 
+def test_checks_also_against_the_materialised_reference():
+    """The fused full-attention point gives the issue's checks; a materialised point adds the
+    same checks against it, and never replaces the fused one."""
+    dense = [{"kind": "speech", "method": bench_speech.MATERIALISED, "family": "attention", "pattern": "full",
+              "materialised": True, "L": 4000, "status": "ok", "time_ms": 800.0, "peak_mem_bytes": 3200e6}]
+    # a fused kernel as cheap as the w64 preset: the target fails against it, passes against dense
+    pts = [dict(p, time_ms=p["time_ms"] / 4, peak_mem_bytes=p["peak_mem_bytes"] / 4)
+           if p["method"] == "transformer" else p for p in _points()]
+    by = {c["name"]: c for c in bench_speech.compute_checks(pts + dense, 4000)}
+    fused = by["memory best truncated (transformer_w8) vs transformer @ L=4000"]
+    assert fused["value"] == 2.5 and fused["pass"] is False
+    ref = by[f"memory best truncated (transformer_w8) vs {bench_speech.MATERIALISED} @ L=4000"]
+    assert ref["value"] == 20.0 and ref["pass"] is True
+    assert by[f"speedup best truncated (transformer_w8) vs {bench_speech.MATERIALISED} @ L=4000"]["value"] == 16.0
+    # listed first, the materialised point is still not taken for the fused one
+    assert bench_speech.compute_checks(dense + pts, 4000) == bench_speech.compute_checks(pts + dense, 4000)
+
+
 def test_bench_renderer_table_and_plot(tmp_path):
     doc = {"points": _points(), "checks": bench_speech.compute_checks(_points(), 4000),
            "setup": {"dtype": "float32", "batch": 1, "num_features": 40}, "environment": {"device_name": "CPU X"}}
@@ -104,17 +122,22 @@ def test_bench_config_validated(tmp_path):
         bench_speech.load_config(bad)
     pts = bench_speech.plan_points(cfg, "cpu")
     assert [p["L"] for p in pts] == sorted(p["L"] for p in pts)
-    assert {p["method"] for p in pts} == set(cfg["models"]) and len(pts) == len(cfg["models"]) * len(cfg["lengths"]["cpu"])
+    assert cfg["materialised_reference"] is True
+    assert {p["method"] for p in pts} == {*cfg["models"], bench_speech.MATERIALISED}
+    assert len(pts) == (len(cfg["models"]) + 1) * len(cfg["lengths"]["cpu"])
+    dense = [p for p in pts if p.get("materialised")]
+    assert all(p["kwargs"]["materialise"] and p["kwargs"]["model"] == "transformer" for p in dense)
 
 
 def test_one_real_sweep_inline(tmp_path):
     """A tiny sweep (no isolation) measures real steps and writes the JSON and the plot."""
     sets = ["isolate=false", "lengths.cpu=[40, 80]", "models=[transformer, transformer_w8, cnn]", "repeats=1",
+            "materialised_reference=true",
             "min_repeats=1", "warmup=0", "check_length=80", "model_params={d_model: 16}"]  # every model takes d_model
     code = bench_speech.main(out=tmp_path, device="cpu", sets=sets, log=lambda s: None)
     assert code == 0
     doc = json.loads((tmp_path / "bench_speech.json").read_text())
-    assert doc["status"] == "done" and len(doc["points"]) == 6
+    assert doc["status"] == "done" and len(doc["points"]) == 8
     assert all(p["status"] == "ok" and p["time_ms"] > 0 for p in doc["points"])
     assert {p["params"] for p in doc["points"] if p["method"].startswith("transformer")} != {0}
     assert any(c["name"].startswith("speedup best truncated") for c in doc["checks"])
