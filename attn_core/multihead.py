@@ -1,5 +1,8 @@
 """Multi-head attention: projections and reshapes only; the maths lives in
-:func:`attn_core.attention` (sequences) and :func:`attn_core.graph_attention` (graphs)."""
+:func:`attn_core.attention` (sequences) and :func:`attn_core.graph_attention` (graphs).
+
+For incremental decoding, :meth:`MultiHeadAttention.project_kv` projects keys/values once and
+:meth:`MultiHeadAttention.step` attends one new query position over them (a key/value cache)."""
 
 from __future__ import annotations
 
@@ -83,6 +86,84 @@ class MultiHeadAttention(nn.Module):
         # (..., L, E) -> (..., L, H, Dh)
         return x.unflatten(-1, (self.num_heads, self.head_dim))
 
+    def _heads(self, proj: nn.Linear, x: Tensor) -> Tensor:
+        # (B, L, E_in) -> projected heads (B, H, L, Dh)
+        return self._split(proj(x)).transpose(1, 2)
+
+    def _check_inputs(self, graph: bool, **inputs: Tensor) -> None:
+        """Rank and feature size of each of ``query``/``key``/``value`` given, and key/value agreement."""
+        dims = {"query": self.embed_dim, "key": self.kdim, "value": self.vdim}
+        for name, t in inputs.items():
+            V.check_tensor(name, t, 2 if graph else 3, "(N, E) node features" if graph else "(B, L, E) batch-first")
+            if t.shape[-1] != dims[name]:
+                raise ValueError(f"{name} has feature size {t.shape[-1]}: expected {dims[name]}")
+        key, value = inputs.get("key"), inputs.get("value")
+        if key is not None and value is not None and key.shape[:-1] != value.shape[:-1]:
+            raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must agree except in features")
+
+    def _attend(
+        self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, window: int | None,
+        key_padding_mask: Tensor | None, need_weights: bool,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Heads ``q (B, H, Lq, Dh)``, ``k``/``v (B, H, Lk, Dh)`` -> ``out_proj`` of the merged
+        attention output ``(B, Lq, E)`` [, weights ``(B, H, Lq, Lk)``]: the one sequence path
+        shared by :meth:`forward` and :meth:`step`."""
+        res = attention(
+            q, k, v, causal=causal, window=window, key_padding_mask=key_padding_mask,
+            dropout_p=self.dropout if self.training else 0.0, need_weights=need_weights,
+        )
+        out, weights = res if need_weights else (res, None)
+        out = self.out_proj(out.transpose(1, 2).flatten(-2))  # (B, Lq, E)
+        return (out, weights) if need_weights else out  # type: ignore[return-value]
+
+    def project_kv(self, key: Tensor, value: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``key (B, Lk, Ek)``, ``value (B, Lk, Ev)`` (default ``key``) -> projected heads
+        ``k, v (B, H, Lk, Dh)``, for sequence patterns.
+
+        For incremental decoding: cross-attention projects its fixed memory once, and causal
+        self-attention projects each new position once and appends it to a cache; both then
+        call :meth:`step` instead of re-projecting the whole sequence every step."""
+        if self.pattern == "graph":
+            V.fail("pattern", self.pattern, "project_kv/step are for sequences ('full' or 'truncated')")
+        value = key if value is None else value
+        self._check_inputs(False, key=key, value=value)
+        return self._heads(self.k_proj, key), self._heads(self.v_proj, value)
+
+    def step(
+        self,
+        query: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        key_padding_mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """One new query position ``query (B, 1, E)`` against keys/values already projected by
+        :meth:`project_kv`, ``k``/``v (B, H, Lk, Dh)``; ``key_padding_mask (B, Lk)``. Returns
+        ``(B, 1, E)`` [, weights ``(B, H, 1, Lk')``].
+
+        * ``causal=True`` (self-attention with a cache): the query is the *last* of the ``Lk``
+          positions, so it sees every cached key (``"full"``) or the last ``window + 1``
+          (``"truncated"``). Passing ``causal=True`` to :func:`attention` would be wrong here:
+          its causal mask is top-left aligned (query 0 would see key 0 only).
+        * ``causal=False``, ``"full"`` (cross-attention): the keys are a fixed memory; the query
+          sees all real ones. A non-causal truncated pattern has no "last position", so it raises.
+
+        The result equals row ``Lk - 1`` of :meth:`forward` on the whole sequence.
+        """
+        if not self.causal and self.window is not None:
+            V.fail("window", self.window, "step() needs causal=True for pattern='truncated' (the query is the last key)")
+        self._check_inputs(False, query=query)
+        if query.shape[1] != 1:
+            raise ValueError(f"query has shape {tuple(query.shape)}: step() takes one position, (B, 1, E)")
+        if self.causal and self.window is not None:  # the band of the last position
+            k, v = k[:, :, -(self.window + 1):], v[:, :, -(self.window + 1):]
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask[:, -(self.window + 1):]
+        q = self._heads(self.q_proj, query)  # (B, H, 1, Dh)
+        return self._attend(q, k, v, causal=False, window=None, key_padding_mask=key_padding_mask,
+                            need_weights=need_weights)
+
     def forward(
         self,
         query: Tensor,
@@ -98,40 +179,25 @@ class MultiHeadAttention(nn.Module):
         key = query if key is None else key
         value = key if value is None else value
         graph = self.pattern == "graph"
-        layout = "(N, E) node features" if graph else "(B, L, E) batch-first"
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            V.check_tensor(name, t, 2 if graph else 3, layout)
-        for name, t, dim in (("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim)):
-            if t.shape[-1] != dim:
-                raise ValueError(f"{name} has feature size {t.shape[-1]}: expected {dim}")
-        if key.shape[:-1] != value.shape[:-1]:
-            raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must agree except in features")
-        p = self.dropout if self.training else 0.0
-
-        q = self._split(self.q_proj(query))
-        k = self._split(self.k_proj(key))
-        v = self._split(self.v_proj(value))
-        if graph:
-            if edge_index is None:
-                V.fail("edge_index", None, "pattern='graph' needs a (2, E) edge_index")
-            if key_padding_mask is not None:
-                V.fail("key_padding_mask", "a tensor", "pattern='graph' takes no key_padding_mask")
-            res = graph_attention(  # q (N, H, Dh), k/v (Ns, H, Dh)
-                q, k, v, edge_index, score=self.score, dropout_p=p, need_weights=need_weights
-            )
-            out, weights = res if need_weights else (res, None)
-            out = out.flatten(-2)  # (N, E)
-        else:
+        self._check_inputs(graph, query=query, key=key, value=value)
+        if not graph:
             if edge_index is not None:
                 V.fail("edge_index", "a tensor", f"only pattern='graph' takes edge_index (pattern={self.pattern!r})")
             if query.shape[0] != key.shape[0]:
                 raise ValueError(f"query batch {query.shape[0]} != key batch {key.shape[0]}")
-            res = attention(  # (B, H, L, Dh) in, (B, H, Lq, Dh) out
-                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                causal=self.causal, window=self.window, key_padding_mask=key_padding_mask,
-                dropout_p=p, need_weights=need_weights,
-            )
-            out, weights = res if need_weights else (res, None)
-            out = out.transpose(1, 2).flatten(-2)  # (B, Lq, E)
-        out = self.out_proj(out)
+            q = self._heads(self.q_proj, query)  # (B, H, Lq, Dh)
+            k, v = self._heads(self.k_proj, key), self._heads(self.v_proj, value)  # (B, H, Lk, Dh)
+            return self._attend(q, k, v, causal=self.causal, window=self.window,
+                                key_padding_mask=key_padding_mask, need_weights=need_weights)
+        if edge_index is None:
+            V.fail("edge_index", None, "pattern='graph' needs a (2, E) edge_index")
+        if key_padding_mask is not None:
+            V.fail("key_padding_mask", "a tensor", "pattern='graph' takes no key_padding_mask")
+        res = graph_attention(  # q (N, H, Dh), k/v (Ns, H, Dh)
+            self._split(self.q_proj(query)), self._split(self.k_proj(key)), self._split(self.v_proj(value)),
+            edge_index, score=self.score, dropout_p=self.dropout if self.training else 0.0,
+            need_weights=need_weights,
+        )
+        out, weights = res if need_weights else (res, None)
+        out = self.out_proj(out.flatten(-2))  # (N, E)
         return (out, weights) if need_weights else out

@@ -8,12 +8,20 @@ time for graphs) and ``causal``. Layer structure and parameter names mirror
 
 Masks follow the package convention: ``key_padding_mask`` is ``(B, L)`` bool, ``True`` = real
 token (the opposite of torch's ``src_key_padding_mask``).
+
+Incremental decoding: :meth:`TransformerDecoder.init_cache` projects the memory into each layer's
+cross-attention keys/values once, and :meth:`TransformerDecoder.step` decodes one new position
+against a key/value cache: each new token runs the layers on one position (its attention reads
+the ``t`` cached keys) instead of recomputing the whole prefix, so projections and feed-forward
+cost ``O(T)`` per sentence rather than ``O(T^2)``. The cache is a flat ``dict[str, Tensor]`` of
+batch-first tensors, so a search can reorder hypotheses with one ``index_select`` per entry.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
@@ -28,7 +36,13 @@ __all__ = [
     "TransformerDecoder",
     "ACTIVATIONS",
     "DECODER_PATTERNS",
+    "KVCache",
 ]
+
+#: Key/value cache of :meth:`TransformerDecoder.step`: ``"kv.{layer}.self_k"`` / ``"self_v"``
+#: ``(B, H, t, Dh)`` (the ``t`` positions decoded so far) and ``"kv.{layer}.cross_k"`` /
+#: ``"cross_v"`` ``(B, H, Ls, Dh)`` (the projected memory), all batch-first.
+KVCache = dict[str, Tensor]
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"gelu": F.gelu, "relu": F.relu}
 #: Self-attention patterns a decoder may use (a decoder over a graph makes no sense).
@@ -153,7 +167,7 @@ class TransformerDecoderLayer(_FeedForward):
 
     ``forward(x (B, Lt, E), memory (B, Ls, Em), *, tgt_key_padding_mask (B, Lt), memory_key_padding_mask
     (B, Ls), need_weights)`` -> ``out (B, Lt, E)``, or ``(out, cross_weights (B, H, Lt, Ls))`` so tasks
-    can plot alignments.
+    can plot alignments. :meth:`step` is the incremental (key/value-cached) form for inference.
     """
 
     def __init__(
@@ -208,6 +222,23 @@ class TransformerDecoderLayer(_FeedForward):
         out, w = res if need_weights else (res, None)
         return self.dropout2(out), w  # (B, Lt, E), (B, H, Lt, Ls) | None
 
+    def _residual_blocks(
+        self, x: Tensor, sa: Callable[[Tensor], Tensor], ca: Callable[[Tensor], tuple[Tensor, Tensor | None]]
+    ) -> tuple[Tensor, Tensor | None]:
+        """The layer's residual structure around ``sa`` (dropped-out self-attention output) and
+        ``ca`` (cross-attention output, weights), shared by :meth:`forward` and :meth:`step`."""
+        if self.norm_first:
+            x = x + sa(self.norm1(x))
+            c, w = ca(self.norm2(x))
+            x = x + c
+            x = x + self.dropout3(self._ff(self.norm3(x)))
+        else:
+            x = self.norm1(x + sa(x))
+            c, w = ca(x)
+            x = self.norm2(x + c)
+            x = self.norm3(x + self.dropout3(self._ff(x)))
+        return x, w
+
     def forward(
         self,
         x: Tensor,
@@ -218,17 +249,55 @@ class TransformerDecoderLayer(_FeedForward):
         need_weights: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """``x (B, Lt, E)``, ``memory (B, Ls, Em)`` -> ``(B, Lt, E)`` [, cross weights ``(B, H, Lt, Ls)``]."""
-        if self.norm_first:
-            x = x + self._sa(self.norm1(x), tgt_key_padding_mask)
-            c, w = self._ca(self.norm2(x), memory, memory_key_padding_mask, need_weights)
-            x = x + c
-            x = x + self.dropout3(self._ff(self.norm3(x)))
-        else:
-            x = self.norm1(x + self._sa(x, tgt_key_padding_mask))
-            c, w = self._ca(x, memory, memory_key_padding_mask, need_weights)
-            x = self.norm2(x + c)
-            x = self.norm3(x + self.dropout3(self._ff(x)))
+        x, w = self._residual_blocks(
+            x,
+            lambda h: self._sa(h, tgt_key_padding_mask),
+            lambda h: self._ca(h, memory, memory_key_padding_mask, need_weights),
+        )
         return (x, w) if need_weights else x  # type: ignore[return-value]
+
+    def project_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """``memory (B, Ls, Em)`` -> cross-attention ``k, v (B, H, Ls, Dh)``, computed once per
+        source for :meth:`step`."""
+        return self.multihead_attn.project_kv(memory)
+
+    def step(
+        self,
+        x: Tensor,
+        self_kv: tuple[Tensor, Tensor],
+        cross_kv: tuple[Tensor, Tensor],
+        *,
+        memory_key_padding_mask: Tensor | None = None,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """Decode one new position: ``x (B, 1, E)`` is the input at position ``t``;
+        ``self_kv`` the self-attention keys/values of positions ``0..t-1`` ``(B, H, t, Dh)``
+        (``t = 0``: empty); ``cross_kv`` from :meth:`project_memory`. Returns ``(out (B, 1, E),
+        self_kv extended to t + 1)``. ``out`` equals row ``t`` of :meth:`forward` on the whole
+        prefix (causal self-attention: later positions never change earlier ones).
+
+        Inference only: raises in training mode with dropout > 0 (the cached path is not the
+        training path), and for ``causal=False`` (then every position would see future ones).
+        """
+        if not self.self_attn.causal:
+            raise ValueError("step() needs a causal decoder (causal=True): a non-causal position sees later ones")
+        if self.training and (self.dropout.p > 0 or self.self_attn.dropout > 0 or self.multihead_attn.dropout > 0):
+            raise RuntimeError(
+                "TransformerDecoderLayer.step is for inference: call .eval() (or build with dropout=0 "
+                "and attn_dropout=0) before incremental decoding"
+            )
+        new_kv: list[Tensor] = []
+
+        def sa(h: Tensor) -> Tensor:  # h (B, 1, E): append this position, then attend
+            k, v = self.self_attn.project_kv(h)  # (B, H, 1, Dh)
+            new_kv.extend((torch.cat([self_kv[0], k], 2), torch.cat([self_kv[1], v], 2)))
+            return self.dropout1(self.self_attn.step(h, *new_kv))
+
+        def ca(h: Tensor) -> tuple[Tensor, None]:
+            out = self.multihead_attn.step(h, *cross_kv, key_padding_mask=memory_key_padding_mask)
+            return self.dropout2(out), None  # type: ignore[arg-type]
+
+        out, _ = self._residual_blocks(x, sa, ca)
+        return out, (new_kv[0], new_kv[1])
 
 
 def _check_stack(num_layers: object) -> None:
@@ -300,7 +369,16 @@ class TransformerEncoder(nn.Module):
 class TransformerDecoder(nn.Module):
     """``num_layers`` independent :class:`TransformerDecoderLayer` s + optional final LayerNorm
     (default ``norm_first``). ``need_weights`` returns the list of per-layer cross-attention
-    weights ``(B, H, Lt, Ls)``."""
+    weights ``(B, H, Lt, Ls)``.
+
+    Incremental decoding (inference)::
+
+        cache = decoder.init_cache(memory)                      # cross K/V once, empty self K/V
+        for t in range(T):
+            out, cache = decoder.step(x[:, t:t + 1], cache, memory_key_padding_mask=mask)
+
+    gives ``out == decoder(x, memory, memory_key_padding_mask=mask)[:, t:t + 1]`` at every ``t``.
+    """
 
     def __init__(
         self,
@@ -356,3 +434,44 @@ class TransformerDecoder(nn.Module):
         if self.norm is not None:
             x = self.norm(x)
         return (x, weights) if need_weights else x
+
+    def init_cache(self, memory: Tensor) -> KVCache:
+        """``memory (B, Ls, Em)`` -> the :data:`KVCache` before the first step: every layer's
+        cross-attention keys/values projected once, and empty ``(B, H, 0, Dh)`` self-attention
+        keys/values."""
+        cache: KVCache = {}
+        for i, layer in enumerate(self.layers):
+            sk, sv, ck, cv = _cache_keys(i)
+            cache[ck], cache[cv] = layer.project_memory(memory)
+            attn = layer.self_attn
+            cache[sk] = cache[sv] = memory.new_zeros(memory.shape[0], attn.num_heads, 0, attn.head_dim)
+        return cache
+
+    @staticmethod
+    def cache_length(cache: KVCache) -> int:
+        """How many positions ``cache`` holds (the position of the next :meth:`step`)."""
+        return cache[_cache_keys(0)[0]].shape[2]
+
+    def step(
+        self, x: Tensor, cache: KVCache, *, memory_key_padding_mask: Tensor | None = None
+    ) -> tuple[Tensor, KVCache]:
+        """``x (B, 1, E)``, the input (embedding + position encoding) of position
+        ``t = cache_length(cache)`` -> ``(out (B, 1, E), new cache)`` with every layer's self
+        keys/values extended to ``t + 1``. ``memory_key_padding_mask (B, Ls)`` is the mask given
+        to :meth:`forward`. Entries of ``cache`` other than the decoder's are passed through, so
+        the cache may live inside a larger state dict. Inference only (see
+        :meth:`TransformerDecoderLayer.step`)."""
+        new = dict(cache)
+        for i, layer in enumerate(self.layers):
+            sk, sv, ck, cv = _cache_keys(i)
+            x, (new[sk], new[sv]) = layer.step(
+                x, (cache[sk], cache[sv]), (cache[ck], cache[cv]), memory_key_padding_mask=memory_key_padding_mask
+            )
+        if self.norm is not None:
+            x = self.norm(x)
+        return x, new
+
+
+def _cache_keys(layer: int) -> tuple[str, str, str, str]:
+    """The :data:`KVCache` entries of one layer: self K, self V, cross K, cross V."""
+    return tuple(f"kv.{layer}.{name}" for name in ("self_k", "self_v", "cross_k", "cross_v"))  # type: ignore[return-value]

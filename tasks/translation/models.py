@@ -14,7 +14,8 @@ both languages), so every model shares one embedding table between source and ta
 * ``transformer`` (attention): :class:`TransformerSeq2Seq`, the encoder-decoder of Vaswani et al.
   (2017) on :class:`attn_core.TransformerEncoder` / :class:`attn_core.TransformerDecoder`
   (multi-head self-attention, causal decoder self-attention, cross-attention, sinusoidal
-  positions), pre-LN, source/target/output embeddings tied.
+  positions), pre-LN, source/target/output embeddings tied. ``decode_step`` is incremental: it
+  decodes only the newest token against a key/value cache kept in the search state.
 * ``rnn_bahdanau``, ``rnn_luong_dot``, ``rnn_luong_general`` (rnn) and ``rnn_noattn`` (other):
   :class:`RNNSeq2Seq`, a bidirectional GRU encoder and a GRU decoder with Bahdanau additive
   attention (the previous decoder state queries the source before the GRU step), Luong attention
@@ -52,8 +53,15 @@ def _check_vocab(vocab_size: int) -> None:
 
 # --------------------------------------------------------------------------- Transformer
 class TransformerSeq2Seq(nn.Module):
-    """Transformer encoder-decoder; ``decode_step`` recomputes the decoder on the prefix (the
-    attn_core layers keep no key/value cache), reading the cached encoder output."""
+    """Transformer encoder-decoder.
+
+    With ``kv_cache=True`` (default), ``encode`` projects the encoder output into every decoder
+    layer's cross-attention keys/values once and ``decode_step`` runs the decoder on the newest
+    token only (:meth:`attn_core.TransformerDecoder.step`), appending its self-attention
+    keys/values to the cache in the state, instead of re-running every layer on the whole prefix.
+    ``kv_cache=False`` recomputes the decoder on the whole prefix at every step: the reference
+    the cached path is tested against. Set it before ``encode`` (the two states differ).
+    """
 
     def __init__(
         self,
@@ -70,10 +78,11 @@ class TransformerSeq2Seq(nn.Module):
         norm_first: bool = True,
         max_positions: int = 1024,
         pad_id: int = 0,
+        kv_cache: bool = True,
     ) -> None:
         super().__init__()
         _check_vocab(vocab_size)
-        self.d_model, self.pad_id = d_model, pad_id
+        self.d_model, self.pad_id, self.kv_cache = d_model, pad_id, bool(kv_cache)
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         nn.init.normal_(self.embed.weight, std=d_model**-0.5)
         with torch.no_grad():
@@ -86,28 +95,47 @@ class TransformerSeq2Seq(nn.Module):
         self.out = nn.Linear(d_model, vocab_size, bias=False)
         self.out.weight = self.embed.weight  # tied: one table for source, target and output
 
-    def _embed(self, tokens: Tensor) -> Tensor:
-        return self.pos(self.embed(tokens) * math.sqrt(self.d_model))  # (B, L, E)
+    def _embed(self, tokens: Tensor, offset: int = 0) -> Tensor:
+        """Scaled token embeddings plus the encodings of positions ``offset, offset + 1, ...``."""
+        return self.pos(self.embed(tokens) * math.sqrt(self.d_model), offset=offset)  # (B, L, E)
+
+    def _memory(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        return self.encoder(self._embed(src), key_padding_mask=src_mask)  # (B, S, E)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> State:
-        memory = self.encoder(self._embed(src), key_padding_mask=src_mask)  # (B, S, E)
+        """``{"mask", "kv.*"}`` (the decoder's key/value cache, cross-attention projected once)
+        with ``kv_cache``, else ``{"memory", "mask"}``; every tensor batch-first."""
+        memory = self._memory(src, src_mask)
+        if self.kv_cache:
+            return {"mask": src_mask, **self.decoder.init_cache(memory)}
         return {"memory": memory, "mask": src_mask}
 
-    def _decode(self, state: State, tgt_in: Tensor, need_weights: bool = False):
-        res = self.decoder(self._embed(tgt_in), state["memory"], memory_key_padding_mask=state["mask"],
-                           need_weights=need_weights)
+    def _decode(self, memory: Tensor, mask: Tensor, tgt_in: Tensor, need_weights: bool = False):
+        res = self.decoder(self._embed(tgt_in), memory, memory_key_padding_mask=mask, need_weights=need_weights)
         h, w = res if need_weights else (res, None)
         return self.out(h), w  # (B, T, V), [ (B, H, T, S) per layer ]
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
-        return self._decode(self.encode(src, src_mask), tgt_in)[0]
+        return self._decode(self._memory(src, src_mask), src_mask, tgt_in)[0]
 
     def decode_step(self, state: State, prefix: Tensor) -> tuple[Tensor, State]:
-        return self._decode(state, prefix)[0][:, -1], state  # (B, V)
+        """Logits ``(B, V)`` of the token after ``prefix (B, t + 1)``. Cached: only
+        ``prefix[:, -1]`` is decoded, at position ``t``, and its keys/values join the state."""
+        if not self.kv_cache:
+            return self._decode(state["memory"], state["mask"], prefix)[0][:, -1], state
+        t = prefix.shape[1] - 1
+        if self.decoder.cache_length(state) != t:
+            raise ValueError(
+                f"decode_step: the key/value cache holds {self.decoder.cache_length(state)} positions but the "
+                f"prefix has {t + 1} tokens; call decode_step once per new token, starting from encode()"
+            )
+        x = self._embed(prefix[:, -1:], offset=t)  # (B, 1, E) at position t
+        h, state = self.decoder.step(x, state, memory_key_padding_mask=state["mask"])
+        return self.out(h[:, 0]), state  # (B, V)
 
     def alignments(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         """The last decoder layer's cross-attention, per head ``(B, H, T, S)``."""
-        return self._decode(self.encode(src, src_mask), tgt_in, need_weights=True)[1][-1]
+        return self._decode(self._memory(src, src_mask), src_mask, tgt_in, need_weights=True)[1][-1]
 
 
 # --------------------------------------------------------------------------- RNNs

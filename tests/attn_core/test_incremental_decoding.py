@@ -1,0 +1,167 @@
+"""Key/value-cached incremental decoding (``TransformerDecoder.init_cache`` / ``step``,
+``MultiHeadAttention.project_kv`` / ``step``): decoding position by position must give the
+teacher-forced causal decoder's outputs at every position, for pre-LN and post-LN, full and
+truncated self-attention (windows narrower than the sequence included), with memory padding;
+the cache must grow one position a step and follow a reordering of the batch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attn_core.multihead import MultiHeadAttention
+from attn_core.transformer import TransformerDecoder, TransformerDecoderLayer
+from tests.attn_core.test_transformer import _randomise  # random weights, LayerNorms and biases too
+
+E, H, FF, LAYERS = 16, 4, 32, 2
+B, T, S = 3, 9, 7
+
+
+def _decoder(dtype: torch.dtype, norm_first: bool, pattern: str, window: int | None, seed: int = 0) -> TransformerDecoder:
+    dec = TransformerDecoder(E, H, LAYERS, dim_feedforward=FF, dropout=0.0, norm_first=norm_first,
+                             pattern=pattern, window=window).to(dtype)
+    _randomise(dec, seed)
+    return dec.eval()
+
+
+def _inputs(dtype: torch.dtype, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, T, E, generator=g, dtype=dtype)  # (B, T, E)
+    memory = torch.randn(B, S, E, generator=g, dtype=dtype)  # (B, S, E)
+    mask = torch.ones(B, S, dtype=torch.bool)  # True = real source token
+    mask[0, 4:] = False
+    mask[2, 6:] = False
+    return x, memory, mask
+
+
+def _step_all(dec: TransformerDecoder, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor):
+    """Outputs ``(B, T, E)`` of decoding ``x`` one position at a time, and the final cache."""
+    cache = dec.init_cache(memory)
+    outs = []
+    for t in range(x.shape[1]):
+        assert dec.cache_length(cache) == t
+        out, cache = dec.step(x[:, t : t + 1], cache, memory_key_padding_mask=mask)
+        outs.append(out)
+    return torch.cat(outs, 1), cache
+
+
+CASES = [("full", None), ("truncated", 0), ("truncated", 2), ("truncated", 5), ("truncated", T + 3)]
+
+
+@pytest.mark.parametrize("dtype, atol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("pattern, window", CASES)
+def test_step_by_step_equals_teacher_forced(dtype, atol, norm_first, pattern, window):
+    dec = _decoder(dtype, norm_first, pattern, window)
+    x, memory, mask = _inputs(dtype)
+    with torch.no_grad():
+        full = dec(x, memory, memory_key_padding_mask=mask)  # (B, T, E)
+        inc, _ = _step_all(dec, x, memory, mask)
+    assert full.abs().max() > 0.1  # non-trivial outputs
+    torch.testing.assert_close(inc, full, atol=atol, rtol=0)
+
+
+def test_window_changes_the_output_so_the_slicing_is_checked():
+    """A narrow window gives other outputs than full attention at late positions (so the equality
+    above for truncated windows really tests the cache slicing), and equal ones at the first."""
+    x, memory, mask = _inputs(torch.float64)
+    with torch.no_grad():
+        full, _ = _step_all(_decoder(torch.float64, True, "full", None), x, memory, mask)
+        narrow, _ = _step_all(_decoder(torch.float64, True, "truncated", 1), x, memory, mask)
+    torch.testing.assert_close(narrow[:, :2], full[:, :2], atol=1e-12, rtol=0)
+    assert (narrow[:, 2:] - full[:, 2:]).abs().max() > 1e-3
+
+
+def test_memory_padding_content_does_not_leak():
+    dec = _decoder(torch.float64, True, "truncated", 2)
+    x, memory, mask = _inputs(torch.float64)
+    other = memory.clone()
+    other[~mask] = 100.0  # padded positions only
+    with torch.no_grad():
+        a, _ = _step_all(dec, x, memory, mask)
+        b, _ = _step_all(dec, x, other, mask)
+        c, _ = _step_all(dec, x, other, torch.ones_like(mask))  # now they count
+    torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+    assert (a - c).abs().max() > 1e-3
+
+
+def test_cache_grows_and_holds_the_projections():
+    dec = _decoder(torch.float64, False, "full", None)
+    x, memory, mask = _inputs(torch.float64)
+    with torch.no_grad():
+        cache = dec.init_cache(memory)
+        assert sorted(cache) == sorted(f"kv.{i}.{n}" for i in range(LAYERS) for n in ("self_k", "self_v", "cross_k", "cross_v"))
+        assert all(cache[f"kv.{i}.self_k"].shape == (B, H, 0, E // H) for i in range(LAYERS))
+        ck, cv = dec.layers[1].multihead_attn.project_kv(memory)
+        assert torch.equal(cache["kv.1.cross_k"], ck) and torch.equal(cache["kv.1.cross_v"], cv)
+        _, cache = _step_all(dec, x[:, :4], memory, mask)
+        assert dec.cache_length(cache) == 4
+        assert cache["kv.0.self_v"].shape == (B, H, 4, E // H)
+        # Layer 0's cached keys are the keys of its (post-LN: raw) input, position by position.
+        k0, _ = dec.layers[0].self_attn.project_kv(x[:, :4])
+        torch.testing.assert_close(cache["kv.0.self_k"], k0, atol=1e-12, rtol=0)
+        torch.testing.assert_close(cache["kv.1.cross_k"], ck, atol=0, rtol=0)  # cross K/V never change
+
+
+def test_extra_state_entries_pass_through():
+    dec = _decoder(torch.float64, True, "full", None)
+    x, memory, mask = _inputs(torch.float64)
+    state = {"mask": mask, **dec.init_cache(memory)}
+    with torch.no_grad():
+        _, new = dec.step(x[:, :1], state, memory_key_padding_mask=mask)
+    assert new["mask"] is mask and set(new) == set(state)
+
+
+@pytest.mark.parametrize("pattern, window", [("full", None), ("truncated", 2)])
+def test_reordered_cache_equals_decoding_the_reordered_batch(pattern, window):
+    """Beam search reorders the cache with ``index_select`` along dim 0 mid-decoding: continuing
+    from the reordered cache must equal decoding the reordered batch from scratch."""
+    dec = _decoder(torch.float64, True, pattern, window)
+    x, memory, mask = _inputs(torch.float64)
+    index = torch.tensor([2, 0, 0, 1])  # reorder and duplicate, as beams do
+    split = 5
+    with torch.no_grad():
+        _, cache = _step_all(dec, x[:, :split], memory, mask)
+        cache = {k: v.index_select(0, index) for k, v in cache.items()}
+        outs = []
+        for t in range(split, T):
+            out, cache = dec.step(x[index, t : t + 1], cache, memory_key_padding_mask=mask[index])
+            outs.append(out)
+        continued = torch.cat(outs, 1)
+        fresh = dec(x[index], memory[index], memory_key_padding_mask=mask[index])[:, split:]
+    torch.testing.assert_close(continued, fresh, atol=1e-12, rtol=0)
+
+
+def test_multihead_step_is_the_last_row_of_forward():
+    g = torch.Generator().manual_seed(3)
+    for window in (None, 1):
+        mha = MultiHeadAttention(E, H, pattern="full" if window is None else "truncated", window=window,
+                                 causal=True).double()
+        _randomise(mha, 4)
+        x = torch.randn(2, 6, E, generator=g, dtype=torch.float64)
+        kpm = torch.tensor([[True] * 6, [False, True, True, True, True, True]])
+        k, v = mha.project_kv(x)
+        out = mha.step(x[:, -1:], k, v, key_padding_mask=kpm)
+        torch.testing.assert_close(out, mha(x, key_padding_mask=kpm)[:, -1:], atol=1e-12, rtol=0)
+
+
+def test_step_errors_are_explicit():
+    dec = TransformerDecoder(E, H, 1, dim_feedforward=FF, dropout=0.1)  # training mode by default
+    memory = torch.randn(1, 3, E)
+    cache = dec.init_cache(memory)
+    with pytest.raises(RuntimeError, match="inference: call .eval"):
+        dec.step(torch.randn(1, 1, E), cache)
+    dec.eval()
+    with pytest.raises(ValueError, match="one position"):
+        dec.step(torch.randn(1, 2, E), cache)
+    non_causal = TransformerDecoderLayer(E, H, FF, dropout=0.0, causal=False).eval()
+    kv = non_causal.project_memory(memory)
+    with pytest.raises(ValueError, match="causal"):
+        non_causal.step(torch.randn(1, 1, E), kv, kv)
+    with pytest.raises(ValueError, match="causal=True"):
+        mha = MultiHeadAttention(E, H, pattern="truncated", window=1)
+        mha.step(torch.randn(1, 1, E), *mha.project_kv(torch.randn(1, 3, E)))
+    with pytest.raises(ValueError, match="project_kv/step"):
+        MultiHeadAttention(E, H, pattern="graph").project_kv(torch.randn(1, 3, E))
+    # Dropout 0 in training mode is allowed: the step is then deterministic.
+    TransformerDecoder(E, H, 1, dim_feedforward=FF, dropout=0.0).step(torch.randn(1, 1, E), cache)
