@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from benchmarks import measure
 from benchmarks.schema import ConfigError
@@ -27,6 +27,7 @@ __all__ = [
     "run_point",
     "point_record",
     "mib",
+    "run_main",
 ]
 
 
@@ -211,3 +212,16 @@ def sweep_fields(
         "skip_larger_after_failure": Field("bool", True, doc=skip_doc),
         "plot": Field("bool", True),
     }
+
+
+# --------------------------------------------------------------------------- entry point
+def run_main(name: str, load_config: Callable[..., dict], run_sweep: Callable[..., Any], *,
+             config: str | Path | None, out: str | Path | None, device: str | None, dtype: str | None,
+             sets: list[str] | tuple[str, ...], log: Callable[[str], None] | None) -> int:
+    """The body of every ``attnbench bench <name>``: load and validate the config (with ``--set``
+    overrides), run the sweep into ``out`` (default ``results/bench/<name>``). Returns 0 when the
+    sweep ran: failed points and failed checks are results, not errors."""
+    log = log or (lambda s: print(s, flush=True))
+    cfg = load_config(config, overrides=sets, device=device, dtype=dtype)
+    run_sweep(cfg, Path(out) if out is not None else Path("results") / "bench" / name, log=log)
+    return 0

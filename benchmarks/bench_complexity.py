@@ -74,6 +74,7 @@ from torch import nn
 
 from benchmarks import measure
 from benchmarks.bench_common import (
+    run_main,
     sweep_fields,
     finish_sweep,
     save_figure_atomic,
@@ -1232,23 +1233,13 @@ def plot_results(doc: dict, path: str | Path) -> None:
 
 
 # ============================================================================ entry point
-def main(
-    *,
-    config: str | Path | None = None,
-    out: str | Path | None = None,
-    device: str | None = None,
-    dtype: str | None = None,
-    sets: list[str] | tuple[str, ...] = (),
-    log: Callable[[str], None] | None = None,
-) -> int:
-    """``attnbench bench complexity``: returns the exit code (0 when the sweep ran; failed
-    points and failed checks are results, not errors)."""
-    log = log or (lambda s: print(s, flush=True))
-    cfg = load_config(config, overrides=sets, device=device, dtype=dtype)
-    out = Path(out) if out is not None else Path("results") / "bench" / "complexity"
-    run_sweep(cfg, out, log=log)
-    return 0
-
+def main(*, config: str | Path | None = None, out: str | Path | None = None, device: str | None = None,
+         dtype: str | None = None, sets: list[str] | tuple[str, ...] = (),
+         log: Callable[[str], None] | None = None) -> int:
+    """``attnbench bench complexity``: returns the exit code (0 when the sweep ran; failed points
+    and failed checks are results, not errors)."""
+    return run_main("complexity", load_config, run_sweep, config=config, out=out, device=device, dtype=dtype,
+                    sets=sets, log=log)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from benchmarks import measure
 from benchmarks.bench_common import (
+    run_main,
     sweep_fields,
     finish_sweep,
     attn_core_fingerprint,
@@ -366,12 +367,8 @@ def main(*, config: str | Path | None = None, out: str | Path | None = None, dev
          log: Callable[[str], None] | None = None) -> int:
     """``attnbench bench speech``: returns the exit code (0 when the sweep ran; failed points
     and failed checks are results, not errors)."""
-    log = log or (lambda s: print(s, flush=True))
-    cfg = load_config(config, overrides=sets, device=device, dtype=dtype)
-    out = Path(out) if out is not None else Path("results") / "bench" / "speech"
-    run_sweep(cfg, out, log=log)
-    return 0
-
+    return run_main("speech", load_config, run_sweep, config=config, out=out, device=device, dtype=dtype,
+                    sets=sets, log=log)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
