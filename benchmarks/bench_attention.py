@@ -731,5 +731,6 @@ def main(*, config: str | Path | None = None, out: str | Path | None = None, dev
     return run_main("attention", load_config, run_sweep, config=config, out=out, device=device, dtype=dtype,
                     sets=sets, log=log)
 
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
