@@ -32,6 +32,7 @@ from tasks.common.registry import ModelSpec, Registry
 
 __all__ = [
     "patchify",
+    "resolve_patch_size",
     "unpatchify",
     "grid_edges_batched",
     "rollout",
@@ -52,6 +53,24 @@ def _check_patch(patch_size: object, height: int, width: int) -> None:
         valid = [p for p in range(1, min(height, width) + 1) if height % p == 0 and width % p == 0]
         raise ValueError(f"patch_size={patch_size!r} must divide the image size {height}x{width}; "
                          f"valid: {', '.join(map(str, valid))}")
+
+
+def resolve_patch_size(patch_size: int | None, patch_grid: int | None, height: int, width: int) -> int:
+    """The patch side in pixels from exactly one of ``patch_size`` (pixels) and ``patch_grid``
+    (patches per side of a square grid), checked against the image size."""
+    if (patch_size is None) == (patch_grid is None):
+        raise ValueError(f"set exactly one of patch_size (pixels) and patch_grid (patches per side), got "
+                         f"patch_size={patch_size!r}, patch_grid={patch_grid!r}; to use patch_grid set patch_size: null")
+    if patch_grid is None:
+        _check_patch(patch_size, height, width)
+        return int(patch_size)  # type: ignore[arg-type]
+    if isinstance(patch_grid, bool) or not isinstance(patch_grid, int) or patch_grid < 1 \
+            or height % patch_grid or width % patch_grid or height // patch_grid != width // patch_grid:
+        valid = [g for g in range(1, min(height, width) + 1)
+                 if height % g == 0 and width % g == 0 and height // g == width // g]
+        raise ValueError(f"patch_grid={patch_grid!r} must divide the image size {height}x{width} into square "
+                         f"patches; valid: {', '.join(map(str, valid)) or '(none: the image is not square)'}")
+    return height // patch_grid
 
 
 def patchify(x: Tensor, patch_size: int) -> Tensor:
@@ -117,7 +136,10 @@ class ViT(nn.Module):
 
     Args:
         channels, height, width, num_classes: from the data's ``info``.
-        patch_size: side of the square patches (must divide the image).
+        patch_size: side of the square patches in pixels (must divide the image).
+        patch_grid: patches per side instead (the image sides must be divisible by it): the
+            same config then cuts 28x28 MNIST and 32x32 CIFAR-10 into the same grid (4: 7- and
+            8-pixel patches). Set ``patch_size`` to ``None`` when you use it.
         d_model, num_heads, num_layers, mlp_ratio: encoder width, heads, depth, FFN width ratio.
         dropout, attn_dropout: residual/FFN/embedding dropout and attention-probability dropout.
         pool: ``"mean"`` (average of the patch outputs) or ``"cls"`` (a learned class token).
@@ -126,12 +148,12 @@ class ViT(nn.Module):
         radius: the local window's radius in patches (``attention="local"`` only).
     """
 
-    def __init__(self, channels: int, height: int, width: int, num_classes: int, *, patch_size: int = 4,
-                 d_model: int = 64, num_heads: int = 4, num_layers: int = 4, mlp_ratio: float = 2.0,
-                 dropout: float = 0.1, attn_dropout: float = 0.0, pool: str = "mean", attention: str = "full",
-                 radius: int = 1) -> None:
+    def __init__(self, channels: int, height: int, width: int, num_classes: int, *, patch_size: int | None = 4,
+                 patch_grid: int | None = None, d_model: int = 64, num_heads: int = 4, num_layers: int = 4,
+                 mlp_ratio: float = 2.0, dropout: float = 0.1, attn_dropout: float = 0.0, pool: str = "mean",
+                 attention: str = "full", radius: int = 1) -> None:
         super().__init__()
-        _check_patch(patch_size, height, width)
+        patch_size = resolve_patch_size(patch_size, patch_grid, height, width)
         if pool not in ("mean", "cls"):
             raise ValueError(f"pool={pool!r}; valid: 'mean', 'cls'")
         if attention not in ("full", "local"):
@@ -322,7 +344,7 @@ def _build(cls: type, name: str, defaults: dict[str, Any], data_info: dict, **pa
                int(data_info["num_classes"]), **kw)
 
 
-_VIT = dict(patch_size=4, d_model=64, num_heads=4, num_layers=4, mlp_ratio=2.0, dropout=0.1, attn_dropout=0.0,
+_VIT = dict(patch_size=4, patch_grid=None, d_model=64, num_heads=4, num_layers=4, mlp_ratio=2.0, dropout=0.1, attn_dropout=0.0,
             pool="mean", radius=1)
 
 #: name -> (family, class, default params, attn_core pattern, description)

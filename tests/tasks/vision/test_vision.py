@@ -15,7 +15,7 @@ import attn_core
 from benchmarks.extras.vision import decode_image
 from tasks.common.registry import FAMILIES, UnknownNameError, get_task
 from tasks.vision.data import RING_VALUE, SyntheticArrangement, TorchvisionImages, make_arrangement
-from tasks.vision.models import ViT, grid_edges_batched, patchify, rollout, unpatchify
+from tasks.vision.models import ViT, grid_edges_batched, patchify, resolve_patch_size, rollout, unpatchify
 from tasks.vision.module import ImageClassifier, rollout_extras
 
 SMALL = dict(num_train=256, num_val=64, num_test=64, batch_size=32)
@@ -209,6 +209,55 @@ def test_patchify_values_and_round_trip():
                 torch.testing.assert_close(patches[b, r * 3 + c], want)
     assert torch.equal(unpatchify(patches, p, 3, 8, 12), x)
     assert torch.equal(unpatchify(patchify(x, 1), 1, 3, 8, 12), x)
+
+
+def test_patch_grid_resolves_per_image_size():
+    assert resolve_patch_size(None, 4, 28, 28) == 7 and resolve_patch_size(None, 4, 32, 32) == 8
+    assert resolve_patch_size(7, None, 28, 28) == 7
+    with pytest.raises(ValueError, match="exactly one of patch_size.*patch_size=4, patch_grid=4.*patch_size: null"):
+        resolve_patch_size(4, 4, 28, 28)
+    with pytest.raises(ValueError, match="exactly one"):
+        resolve_patch_size(None, None, 28, 28)
+    with pytest.raises(ValueError, match="patch_grid=5 must divide the image size 28x28.*valid: 1, 2, 4, 7, 14, 28"):
+        resolve_patch_size(None, 5, 28, 28)
+    with pytest.raises(ValueError, match="patch_grid=2 .* 8x12 .*valid: \\(none"):
+        resolve_patch_size(None, 2, 8, 12)
+
+
+def test_vit_patch_grid_is_the_same_network_as_its_patch_size():
+    kw = dict(d_model=16, num_heads=2, num_layers=1, dropout=0.0)
+    torch.manual_seed(0)
+    by_size = ViT(1, 28, 28, 10, patch_size=7, **kw).eval()
+    torch.manual_seed(0)
+    by_grid = ViT(1, 28, 28, 10, patch_size=None, patch_grid=4, **kw).eval()
+    x = torch.randn(3, 1, 28, 28)
+    torch.testing.assert_close(by_grid(x), by_size(x), rtol=0, atol=0)
+    assert by_grid.grid == (4, 4) and by_grid.patch_size == 7
+
+
+@pytest.mark.parametrize("dataset,shape", [("mnist", (1, 28, 28)), ("fashion_mnist", (1, 28, 28)),
+                                           ("cifar10", (3, 32, 32))])
+@pytest.mark.parametrize("config", ["vision", "vision_datasize"])
+def test_vision_configs_run_with_only_the_dataset_name_changed(task, config, dataset, shape):
+    """The issue: the MNIST config must run on Fashion-MNIST or CIFAR-10 with only the name
+    changed. Every cell validates and every model builds on that dataset's image size; the ViT
+    keeps its 4x4 patch grid."""
+    from benchmarks.suite import expand, load_yaml, validate_suite
+
+    raw = load_yaml(Path(__file__).parents[3] / "benchmarks" / "configs" / f"{config}.yaml")
+    for entry in raw["cells"]:
+        entry["dataset"] = dataset
+    cfg = validate_suite(raw, source=config)
+    c, h, w = shape
+    info = {"channels": c, "height": h, "width": w, "num_classes": 10}
+    torch.manual_seed(0)
+    x = torch.randn(2, c, h, w)
+    for cell in expand(cfg):
+        net = task.models.get(cell.model).build(info, **cell.config["model_params"]).eval()
+        logits = net(x)
+        assert logits.shape == (2, 10) and torch.isfinite(logits).all(), cell.model
+        if cell.model.startswith("vit"):
+            assert net.grid == (4, 4)
 
 
 def test_batched_grid_edges_are_block_diagonal():
