@@ -286,7 +286,12 @@ class ConvS2S(nn.Module):
     convolutions (left padding ``kernel_size - 1``); after each, single-head dot-product attention
     (:func:`attn_core.attention`, unscaled as in the paper) with the query
     ``(W h + g) * sqrt(.5)`` (``g``: the target embedding), whose context is added residually.
-    ``decode_step`` recomputes the causal decoder on the prefix.
+
+    With ``incremental=True`` (default), ``decode_step`` runs the decoder on the newest token
+    only: each causal convolution needs just its layer's last ``kernel_size - 1`` inputs, which
+    the state keeps (``"conv.{layer}" (B, k - 1, H)``, zeros before the first token, as the left
+    padding of the full pass). ``incremental=False`` recomputes the decoder on the whole prefix at
+    every step: the reference the incremental path is tested against.
     """
 
     def __init__(
@@ -301,12 +306,13 @@ class ConvS2S(nn.Module):
         dropout: float = 0.2,
         max_positions: int = 1024,
         pad_id: int = 0,
+        incremental: bool = True,
     ) -> None:
         super().__init__()
         _check_vocab(vocab_size)
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ValueError(f"kernel_size={kernel_size}; must be odd and >= 1")
-        self.k = kernel_size
+        self.k, self.incremental = kernel_size, bool(incremental)
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
         nn.init.normal_(self.embed.weight, std=0.1)
         with torch.no_grad():
@@ -330,29 +336,54 @@ class ConvS2S(nn.Module):
             x = self.drop(h.masked_fill(~keep, 0.0))
             h = (F.glu(conv(x.transpose(1, 2)), dim=1).transpose(1, 2) + h) * _SQRT_HALF
         z = self.enc_out(h.masked_fill(~keep, 0.0))  # (B, S, E)
-        return {"keys": z, "values": (z + e) * _SQRT_HALF, "mask": src_mask}
+        state = {"keys": z, "values": (z + e) * _SQRT_HALF, "mask": src_mask}
+        if self.incremental:  # every decoder layer's last k - 1 inputs, and how many tokens were decoded
+            b, hid = src.shape[0], self.dec_in.out_features
+            for i in range(len(self.dec_convs)):
+                state[f"conv.{i}"] = z.new_zeros(b, self.k - 1, hid)  # (B, k - 1, H)
+            state["steps"] = torch.zeros(b, dtype=torch.long, device=src.device)  # (B,)
+        return state
 
-    def _decode(self, state: State, tgt_in: Tensor, need_weights: bool = False):
-        g = self.pos(self.embed(tgt_in))  # (B, T, E)
+    def _decode(self, state: State, tgt_in: Tensor, need_weights: bool = False, offset: int | None = None):
+        """``(logits (B, T, V), last layer's attention (B, 1, T, S) or None, windows)``.
+
+        ``offset=None``: the whole target from position 0 (zeros before it). ``offset=t``:
+        ``tgt_in`` holds the tokens from position ``t`` on, and each layer's previous
+        ``k - 1`` inputs come from ``state["conv.{layer}"]``. ``windows`` holds each layer's last
+        ``k - 1`` inputs after this call, for the next step."""
+        g = self.pos(self.embed(tgt_in), offset=offset or 0)  # (B, T, E)
         h = self.dec_in(g)  # (B, T, H)
         keys, values = state["keys"][:, None], state["values"][:, None]  # (B, 1, S, E)
-        weights = None
-        for conv, a_in, a_out in zip(self.dec_convs, self.att_in, self.att_out):
-            x = F.pad(self.drop(h).transpose(1, 2), (self.k - 1, 0))  # causal: left padding only
-            c = F.glu(conv(x), dim=1).transpose(1, 2)  # (B, T, H)
+        weights, windows = None, {}
+        for i, (conv, a_in, a_out) in enumerate(zip(self.dec_convs, self.att_in, self.att_out)):
+            past = h.new_zeros(h.shape[0], self.k - 1, h.shape[2]) if offset is None else state[f"conv.{i}"]
+            x = torch.cat([past, self.drop(h)], dim=1)  # (B, k - 1 + T, H): causal, left context only
+            windows[f"conv.{i}"] = x[:, x.shape[1] - (self.k - 1):]  # (B, k - 1, H)
+            c = F.glu(conv(x.transpose(1, 2)), dim=1).transpose(1, 2)  # (B, T, H)
             q = ((a_in(c) + g) * _SQRT_HALF)[:, None]  # (B, 1, T, E)
             res = attn_core.attention(q, keys, values, key_padding_mask=state["mask"], scale=1.0,
                                       need_weights=need_weights)
             ctx, weights = res if need_weights else (res, None)
             c = (c + a_out(ctx[:, 0])) * _SQRT_HALF
             h = (c + h) * _SQRT_HALF
-        return self.out(self.drop(self.dec_out(h))), weights  # (B, T, V), (B, 1, T, S) of the last layer
+        return self.out(self.drop(self.dec_out(h))), weights, windows  # (B, T, V), (B, 1, T, S), {...}
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         return self._decode(self.encode(src, src_mask), tgt_in)[0]
 
     def decode_step(self, state: State, prefix: Tensor) -> tuple[Tensor, State]:
-        return self._decode(state, prefix)[0][:, -1], state
+        """Logits ``(B, V)`` of the token after ``prefix (B, t + 1)``. Incremental: only
+        ``prefix[:, -1]`` is decoded, at position ``t``, and the convolution windows move on."""
+        if not self.incremental:
+            return self._decode(state, prefix)[0][:, -1], state
+        t = prefix.shape[1] - 1
+        if bool((state["steps"] != t).any()):
+            raise ValueError(
+                f"decode_step: the state has decoded {state['steps'].tolist()} tokens but the prefix has {t + 1}; "
+                "call decode_step once per new token, starting from encode()"
+            )
+        logits, _, windows = self._decode(state, prefix[:, -1:], offset=t)
+        return logits[:, -1], {**state, **windows, "steps": state["steps"] + 1}
 
     def alignments(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         """The last decoder layer's attention ``(B, 1, T, S)``."""

@@ -1,6 +1,7 @@
-"""The Transformer's key/value-cached ``decode_step`` against the recompute-the-prefix reference
-(``kv_cache=False``): the same logits at every step, and the same greedy and beam-search tokens
-and scores, on small random models with padded sources."""
+"""Incremental decoding against the recompute-the-prefix reference: the Transformer's key/value
+cache (``kv_cache=False`` is the reference) and ConvS2S's convolution windows
+(``incremental=False``): the same logits at every step, and the same greedy and beam-search
+tokens and scores, on small random models with padded sources."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 from tasks.translation.data import BOS, EOS, PAD
-from tasks.translation.models import TransformerSeq2Seq
+from tasks.translation.models import ConvS2S, TransformerSeq2Seq
 from tasks.translation.search import beam_search, greedy_search, reorder_state
 
 VOCAB = 20
@@ -88,4 +89,66 @@ def test_a_prefix_that_does_not_match_the_cache_is_an_error():
     with torch.no_grad():
         _, state = net.decode_step(state, prefix)
         with pytest.raises(ValueError, match="cache holds 1 positions but the prefix has 3 tokens"):
+            net.decode_step(state, torch.full((4, 3), BOS))
+
+
+# --------------------------------------------------------------------------- ConvS2S
+def _convs2s(kernel_size: int, dtype: torch.dtype, seed: int = 0) -> ConvS2S:
+    torch.manual_seed(seed)
+    net = ConvS2S(VOCAB, emb_dim=16, hidden=24, enc_layers=2, dec_layers=3, kernel_size=kernel_size,
+                  max_positions=64, pad_id=PAD)
+    with torch.no_grad():  # random biases, so a zero window is not the same as a missing one
+        for name, p in net.named_parameters():
+            if "bias" in name:
+                p.copy_(torch.randn_like(p) * 0.5)
+    return net.to(dtype).eval()
+
+
+@pytest.mark.parametrize("kernel_size", [1, 3, 5])
+def test_convs2s_incremental_decode_step_equals_teacher_forcing(kernel_size):
+    """Token by token (with a beam-style reordering halfway), the incremental ConvS2S decoder gives
+    ``forward``'s logits at every position: each layer's window of past inputs is right."""
+    net = _convs2s(kernel_size, torch.float64)
+    src, mask = _batch()
+    tgt = torch.randint(4, VOCAB, (4, 9), generator=torch.Generator().manual_seed(2))
+    tgt[:, 0] = BOS
+    index = torch.tensor([3, 3, 0, 1])
+    with torch.no_grad():
+        full = net(src, mask, tgt)  # (B, T, V)
+        full_re = net(src[index], mask[index], tgt[index])
+        state = net.encode(src, mask)
+        assert state["conv.2"].shape == (4, kernel_size - 1, 24)
+        for t in range(tgt.shape[1]):
+            if t == 5:
+                state = reorder_state(state, index)
+            rows = index if t >= 5 else torch.arange(4)
+            logits, state = net.decode_step(state, tgt[rows, : t + 1])
+            ref = full_re[:, t] if t >= 5 else full[:, t]
+            torch.testing.assert_close(logits, ref, atol=1e-10, rtol=0)
+        assert state["steps"].tolist() == [tgt.shape[1]] * 4
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_convs2s_greedy_and_beam_equal_the_recompute_path(dtype):
+    net = _convs2s(3, dtype)
+    src, mask = _batch()
+    for search, kw in ((greedy_search, {}), (beam_search, {"beam": 3}), (beam_search, {"beam": 1})):
+        out = {}
+        for incremental in (True, False):
+            net.incremental = incremental
+            out[incremental] = search(net, src, mask, bos=BOS, eos=EOS, pad=PAD, max_len_b=4, **kw)
+        net.incremental = True
+        (tok_i, score_i), (tok_r, score_r) = out[True], out[False]
+        assert tok_i.shape[1] > 3  # hypotheses of several tokens, so the windows are exercised
+        assert torch.equal(tok_i, tok_r), (search.__name__, kw)
+        torch.testing.assert_close(score_i, score_r, atol=1e-5, rtol=0)
+
+
+def test_convs2s_prefix_that_does_not_match_the_state_is_an_error():
+    net = _convs2s(3, torch.float32)
+    src, mask = _batch()
+    state = net.encode(src, mask)
+    with torch.no_grad():
+        _, state = net.decode_step(state, torch.full((4, 1), BOS))
+        with pytest.raises(ValueError, match=r"decoded \[1, 1, 1, 1\] tokens but the prefix has 3"):
             net.decode_step(state, torch.full((4, 3), BOS))
