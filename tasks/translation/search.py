@@ -7,8 +7,8 @@ A model takes part through a two-method decoder-step interface (:class:`Seq2Seq`
 * ``decode_step(state, prefix (B, t)) -> (logits (B, V), state)``: scores of the next token
   after ``prefix`` (which starts with BOS). Recurrent models read only ``prefix[:, -1]`` and
   carry their hidden state in ``state``; the Transformer does too, with its decoder's key/value
-  cache in ``state`` (``(B, H, t, Dh)`` tensors that grow by one position a step); ConvS2S
-  recomputes the prefix.
+  cache in ``state`` (``(B, H, t, Dh)`` tensors that grow by one position a step), and ConvS2S
+  with each decoder layer's last ``kernel_size - 1`` inputs (``(B, k - 1, H)``, a fixed size).
 
 Beam search keeps the ``beam`` best hypotheses of each sentence, finished ones included, ranked by
 the GNMT length-normalised score ``log P(y) / lp(|y|)`` with ``lp(n) = ((5 + n) / 6) ** alpha``
