@@ -58,6 +58,9 @@ class Section:
     doc: str = ""
     #: a list of sections (each item validated against ``fields``) instead of one section
     many: bool = False
+    #: keep only the keys given (no defaults filled in): for overrides, where an absent key
+    #: inherits and an explicit ``null`` means "off"
+    partial: bool = False
     default: Any = field(default=None)
 
 
@@ -126,8 +129,10 @@ def _check_value(kind: str, value: Any, f: Field, where: str, source: str) -> An
     return _check_scalar(kind, value, f, where, source)
 
 
-def validate(data: Any, schema: Mapping[str, Any], *, source: str = "config", path: str = "") -> dict:
-    """Check ``data`` against ``schema`` and return a new dict with defaults filled in."""
+def validate(data: Any, schema: Mapping[str, Any], *, source: str = "config", path: str = "",
+             partial: bool = False) -> dict:
+    """Check ``data`` against ``schema`` and return a new dict with defaults filled in
+    (``partial``: only the keys ``data`` gives)."""
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
@@ -150,9 +155,11 @@ def validate(data: Any, schema: Mapping[str, Any], *, source: str = "config", pa
                     validate(it, spec.fields, source=source, path=_where(where, i)) for i, it in enumerate(items)
                 ]
             else:
-                out[key] = validate(data.get(key, {}), spec.fields, source=source, path=where)
+                out[key] = validate(data.get(key, {}), spec.fields, source=source, path=where, partial=spec.partial)
             continue
         if key not in data:
+            if partial:
+                continue
             if spec.default is REQUIRED:
                 raise ConfigError(f"{source}: missing required key '{where}'")
             default = copy.deepcopy(spec.default)

@@ -16,7 +16,9 @@ A suite config (``benchmarks/configs/*.yaml``)::
         models: [graph_attention, gcn, ggnn, mlp]   # or "all"
         model_params: {gcn: {hidden: 64}}           # per model, checked against its defaults
         module_params: {lr: 0.005}                  # optimiser etc., checked against the task
-        trainer: {max_epochs: 200}                  # per-cell trainer overrides
+        trainer: {max_epochs: 200}                  # per-cell trainer overrides (an absent key
+                                                    # inherits; null switches off, e.g.
+                                                    # early_stopping_patience: null)
         train_fraction: [0.1, 1.0]                  # data-size sweep (any task); default 1.0
 """
 
@@ -52,7 +54,9 @@ CELL_FIELDS = {
     "models": Field("any", "all", doc="list of model names, or 'all'"),
     "model_params": Field("any", {}, doc="{model: {param: value}} overrides"),
     "module_params": Field("any", {}, doc="overrides of the task module's defaults (lr, ...)"),
-    "trainer": Section({k: Field(f.kind, None, f.choices, f.minimum, True, f.doc) for k, f in TRAINER_FIELDS.items()}),
+    # only the keys a cell gives: absent ones inherit the suite's, an explicit null switches off
+    "trainer": Section({k: Field(f.kind, None, f.choices, f.minimum, f.nullable, f.doc) for k, f in TRAINER_FIELDS.items()},
+                       partial=True),
     "seeds": Field("any", None, nullable=True, doc="overrides the suite's seeds for this cell"),
     "train_fraction": Field("any", None, nullable=True, doc="overrides the suite's train_fraction for this cell"),
 }
@@ -197,7 +201,7 @@ def expand(cfg: dict[str, Any], source: str = "config") -> list[Cell]:
         dataset_params = _merge_params(ds.params, entry["dataset_params"], f"{where}.dataset_params", source, f"dataset {ds.name!r}")
         module_params = _merge_params(task.module_params, entry["module_params"], f"{where}.module_params", source, f"task {task.name!r} module")
         trainer = dict(cfg["trainer"])
-        trainer.update({k: v for k, v in entry["trainer"].items() if v is not None})
+        trainer.update(entry["trainer"])  # only the keys the cell gives; null = off (e.g. max_time_s)
         seeds = _seeds(entry["seeds"] if entry["seeds"] is not None else cfg["seeds"], f"{where}.seeds", source)
         if entry["train_fraction"] is not None:
             fractions = _fractions(entry["train_fraction"], f"{where}.train_fraction", source)

@@ -104,6 +104,22 @@ def test_set_overrides_and_cell_ids(tmp_path):
         load_suite(p, ["trainer.max_epochs"])
 
 
+def test_cell_trainer_absent_inherits_and_null_switches_off():
+    cfg = _suite(["linear"])
+    cfg["trainer"].update(early_stopping_patience=5, max_time_s=60)
+    cfg["cells"].append({"task": "toy", "dataset": "points", "models": ["flipping"],
+                         "trainer": {"early_stopping_patience": None, "max_epochs": 3}})
+    cells = expand(validate_suite(cfg, source="x.yaml"))
+    inherit = next(c for c in cells if c.model == "linear").config["trainer"]
+    off = next(c for c in cells if c.model == "flipping").config["trainer"]
+    assert (inherit["early_stopping_patience"], inherit["max_time_s"], inherit["max_epochs"]) == (5, 60, 8)
+    assert (off["early_stopping_patience"], off["max_time_s"], off["max_epochs"]) == (None, 60, 3)
+    # a key that cannot be off is still checked: null is refused with the key named
+    cfg["cells"][1]["trainer"] = {"max_epochs": None}
+    with pytest.raises(ConfigError, match=r"cells\[1\]\.trainer\.max_epochs"):
+        validate_suite(cfg, source="x.yaml")
+
+
 # ----------------------------------------------------------------------------- running
 def test_failures_are_recorded_and_the_matrix_goes_on(tmp_path):
     cfg = validate_suite(
