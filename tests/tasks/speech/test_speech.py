@@ -315,6 +315,37 @@ def test_padding_does_not_change_outputs(task, tiny):
             torch.testing.assert_close(net(padded, mask), net(x), atol=1e-5, rtol=1e-5, msg=name)
 
 
+@pytest.mark.parametrize("stack", [1, 3, 4])
+def test_lstm_frame_stacking_matches_a_per_utterance_reference(stack):
+    """``stack`` frames per recurrent step: each utterance alone, its frames zero-filled to a
+    multiple of ``stack``, concatenated per step and run through the same LSTM unbatched, each
+    step's output repeated for its frames; padding (random values) never enters."""
+    from tasks.speech.models import RecurrentEncoder
+
+    torch.manual_seed(stack)
+    enc = RecurrentEncoder(5, d_model=8, num_layers=2, stack=stack).eval()
+    lengths = [13, 9, 4]  # 13 and 9 are not multiples of 3 or 4
+    x = torch.randn(3, 13, 5)  # padding of the shorter rows: random, must not matter
+    mask = torch.arange(13)[None] < torch.tensor(lengths)[:, None]  # (B, L)
+    with torch.no_grad():
+        out = enc(x, mask)  # (B, L, d)
+        for b, n in enumerate(lengths):
+            steps = -(-n // stack)
+            frames = torch.zeros(steps * stack, 5)
+            frames[:n] = x[b, :n]
+            h, _ = enc.rnn(enc.inp(frames.reshape(1, steps, stack * 5)))  # (1, steps, d)
+            ref = h[0].repeat_interleave(stack, 0)[:n]  # (n, d)
+            torch.testing.assert_close(out[b, :n], ref, atol=1e-6, rtol=1e-5)
+            assert out[b, n:].abs().sum() == 0
+
+
+def test_lstm_stack_must_be_positive():
+    from tasks.speech.models import RecurrentEncoder
+
+    with pytest.raises(ValueError, match="stack=0"):
+        RecurrentEncoder(5, stack=0)
+
+
 # --------------------------------------------------------------------------- metrics
 def test_segments_and_edit_distance():
     assert segments([9, 9, 1, 1, 9, 2, 2, 2, 9, 9, 2], silence=9) == [1, 2, 2]
