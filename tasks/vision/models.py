@@ -255,6 +255,12 @@ class SmallResNet(torchvision.models.ResNet):
             for m in self.modules():
                 if isinstance(m, torchvision.models.resnet.BasicBlock):
                     nn.init.constant_(m.bn2.weight, 0)
+        # NHWC weights and activations: the same maths, ~20% faster convolutions on CPU (oneDNN)
+        # and the layout tensor cores want on a GPU
+        self.to(memory_format=torch.channels_last)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(x.contiguous(memory_format=torch.channels_last))  # (B, classes)
 
 
 class PlainCNN(nn.Module):

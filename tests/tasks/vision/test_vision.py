@@ -409,6 +409,32 @@ def _acc(mod, dm, split="test") -> float:
         return float((mod.net(x).argmax(-1) == y).float().mean())
 
 
+@pytest.mark.parametrize("channels", [1, 3])
+def test_resnet_channels_last_matches_the_nchw_reference(channels):
+    """The ResNet runs in NHWC (channels_last); torchvision's forward on an NCHW copy of the same
+    weights is the reference: outputs and gradients agree (train mode: batch-statistics BN)."""
+    import copy
+
+    import torchvision
+
+    from tasks.vision.models import SmallResNet
+
+    torch.manual_seed(channels)
+    net = SmallResNet(channels, 12, 12, 5, base_channels=4, layers=[1, 1, 1, 1], zero_init_residual=False)
+    ref = copy.deepcopy(net).to(memory_format=torch.contiguous_format)
+    assert net.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    assert ref.conv1.weight.is_contiguous()
+    x = torch.randn(6, channels, 12, 12)
+    out = net(x)
+    expected = torchvision.models.ResNet.forward(ref, x)  # (B, classes), NCHW throughout
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-4)
+    g = torch.randn_like(out)
+    out.backward(g)
+    expected.backward(g)
+    for (name, p), q in zip(net.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
 _SMALL_PARAMS = {"resnet": {"base_channels": 4, "layers": [1, 1, 1, 1]}, "vit": {"d_model": 32, "num_layers": 2},
                  "vit_local": {"d_model": 32, "num_layers": 2}, "row_rnn": {"hidden": 32}}
 
