@@ -45,28 +45,39 @@ def _search(net: TransformerSeq2Seq, cached: bool, search, **kw):
         net.kv_cache = True
 
 
-@pytest.mark.parametrize("norm_first", [True, False])
-def test_cached_decode_step_logits_equal_teacher_forcing(norm_first):
-    """Feeding a fixed random prefix token by token (with a beam-style reordering halfway) gives
-    ``forward``'s logits at every position: positions and cache are right."""
-    net = _model(norm_first, torch.float64)
+STEPS = 9  # target positions fed one by one in the step-by-step tests
+
+
+def _decode_steps_against_forward(net) -> tuple[dict, dict]:
+    """Feed a fixed random prefix token by token through ``net.decode_step``, reordering the
+    state beam-style (rows 3, 3, 0, 1) after 5 tokens, and check every step's logits against
+    ``net.forward`` on the whole prefix (float64, atol 1e-10). Returns the state after
+    ``encode`` and the final one, for model-specific checks."""
     src, mask = _batch()
-    tgt = torch.randint(4, VOCAB, (4, 9), generator=torch.Generator().manual_seed(2))
+    tgt = torch.randint(4, VOCAB, (4, STEPS), generator=torch.Generator().manual_seed(2))
     tgt[:, 0] = BOS
     index = torch.tensor([3, 3, 0, 1])
     with torch.no_grad():
         full = net(src, mask, tgt)  # (B, T, V)
         full_re = net(src[index], mask[index], tgt[index])
-        state = net.encode(src, mask)
-        assert "memory" not in state and state["kv.0.cross_k"].shape[:3] == (4, 2, 8)
-        for t in range(tgt.shape[1]):
+        state0 = state = net.encode(src, mask)
+        for t in range(STEPS):
             if t == 5:
                 state = reorder_state(state, index)
             rows = index if t >= 5 else torch.arange(4)
             logits, state = net.decode_step(state, tgt[rows, : t + 1])
             ref = full_re[:, t] if t >= 5 else full[:, t]
             torch.testing.assert_close(logits, ref, atol=1e-10, rtol=0)
-        assert state["kv.1.self_v"].shape[2] == tgt.shape[1]
+    return state0, state
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_cached_decode_step_logits_equal_teacher_forcing(norm_first):
+    """Feeding a fixed random prefix token by token (with a beam-style reordering halfway) gives
+    ``forward``'s logits at every position: positions and cache are right."""
+    state0, state = _decode_steps_against_forward(_model(norm_first, torch.float64))
+    assert "memory" not in state0 and state0["kv.0.cross_k"].shape[:3] == (4, 2, 8)
+    assert state["kv.1.self_v"].shape[2] == STEPS
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
@@ -108,24 +119,9 @@ def _convs2s(kernel_size: int, dtype: torch.dtype, seed: int = 0) -> ConvS2S:
 def test_convs2s_incremental_decode_step_equals_teacher_forcing(kernel_size):
     """Token by token (with a beam-style reordering halfway), the incremental ConvS2S decoder gives
     ``forward``'s logits at every position: each layer's window of past inputs is right."""
-    net = _convs2s(kernel_size, torch.float64)
-    src, mask = _batch()
-    tgt = torch.randint(4, VOCAB, (4, 9), generator=torch.Generator().manual_seed(2))
-    tgt[:, 0] = BOS
-    index = torch.tensor([3, 3, 0, 1])
-    with torch.no_grad():
-        full = net(src, mask, tgt)  # (B, T, V)
-        full_re = net(src[index], mask[index], tgt[index])
-        state = net.encode(src, mask)
-        assert state["conv.2"].shape == (4, kernel_size - 1, 24)
-        for t in range(tgt.shape[1]):
-            if t == 5:
-                state = reorder_state(state, index)
-            rows = index if t >= 5 else torch.arange(4)
-            logits, state = net.decode_step(state, tgt[rows, : t + 1])
-            ref = full_re[:, t] if t >= 5 else full[:, t]
-            torch.testing.assert_close(logits, ref, atol=1e-10, rtol=0)
-        assert state["steps"].tolist() == [tgt.shape[1]] * 4
+    state0, state = _decode_steps_against_forward(_convs2s(kernel_size, torch.float64))
+    assert state0["conv.2"].shape == (4, kernel_size - 1, 24)
+    assert state["steps"].tolist() == [STEPS] * 4
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
