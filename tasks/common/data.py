@@ -9,7 +9,8 @@ Conventions (every task's DataModule follows them, the runner relies on them):
   (the runner's ``train_fraction`` option, the same for every task); returns the new size.
 * Real data comes from ``data_dir`` (read-only, the layout of ``shared/data``; files are
   copied or gunzipped into the cache, never written in place), else from the cache, else from
-  upstream (download into the cache); if none works the error names the missing file.
+  upstream (download into the cache). Loaders raise :class:`DataMissing` for an absent file and
+  :class:`DataCorrupt` for an unreadable one, each naming the data-dir file.
 """
 
 from __future__ import annotations
@@ -17,8 +18,13 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import json
 import os
+import pickle
 import shutil
+import struct
+import warnings
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -28,15 +34,87 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
 __all__ = [
-    "default_cache_dir",
-    "file_lock",
-    "materialize",
-    "tensor_checksum",
-    "pad_sequences",
-    "BucketBatchSampler",
-    "SplitDataModule",
-    "subset_indices",
+    "DataMissing", "DataCorrupt", "corrupt", "reading", "origin", "safe_unpickle", "SAFE_PICKLE_GLOBALS",
+    "inside", "file_stamp", "write_atomic", "default_cache_dir", "file_lock", "materialize",
+    "tensor_checksum", "pad_sequences", "BucketBatchSampler", "SplitDataModule", "subset_indices",
 ]
+
+
+# ----------------------------------------------------------------------------- data errors
+class DataMissing(FileNotFoundError):
+    """An expected data file is absent; the message names it and where it was expected."""
+
+
+class DataCorrupt(ValueError):
+    """A data file is present but unreadable. The one-line message names the data-dir source
+    (not only its cache copy), the line where the format has lines, and the reason."""
+
+    def __init__(self, file: str | os.PathLike, reason: str, *, line: int | None = None,
+                 cached: str | os.PathLike | None = None) -> None:
+        self.file, self.reason, self.line = str(file), " ".join(str(reason).split()), line
+        self.cached = str(cached) if cached is not None and str(cached) != self.file else None
+        where = self.file + (f", line {line}" if line is not None else "")
+        super().__init__(f"{where}: {self.reason}" + (f" (cache copy: {self.cached})" if self.cached else ""))
+
+
+_ORIGINS: dict[str, str] = {}  # cache copy -> the data-dir file it was made from (filled by materialize)
+
+
+def origin(path: str | os.PathLike) -> str:
+    """The data-dir file a cached copy was made from (``path`` itself when it was not copied)."""
+    return _ORIGINS.get(str(path), str(path))
+
+
+def corrupt(path: str | os.PathLike, reason: str | BaseException, line: int | None = None) -> DataCorrupt:
+    """A :class:`DataCorrupt` for ``path`` (a cache copy or a source) naming its data-dir origin."""
+    why = f"{type(reason).__name__}: {reason}" if isinstance(reason, BaseException) else reason
+    return DataCorrupt(origin(path), why, line=line, cached=path)
+
+
+#: What :func:`reading` turns into :class:`DataCorrupt`: the errors parsers raise on bad bytes.
+_READ_ERRORS = (OSError, EOFError, ValueError, TypeError, KeyError, IndexError, AssertionError, RuntimeError,
+                pickle.UnpicklingError, zlib.error, struct.error)
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike) -> Iterator[None]:
+    """Run a parser of ``path``: an absent file raises :class:`DataMissing`, any parse or I/O
+    error :class:`DataCorrupt`, both naming the data-dir file (one line, no traceback needed)."""
+    try:
+        yield
+    except (DataMissing, DataCorrupt):
+        raise
+    except FileNotFoundError as err:
+        raise DataMissing(f"{origin(path)}: missing (expected at {err.filename or path})") from err
+    except _READ_ERRORS as err:
+        raise corrupt(path, err) from err
+
+
+# ----------------------------------------------------------------------------- restricted unpickling
+#: Globals a data pickle may name: numpy arrays, scipy sparse matrices and plain builtins.
+SAFE_PICKLE_GLOBALS: frozenset[tuple[str, str]] = frozenset(
+    [(f"numpy.{c}core.multiarray", n) for c in ("", "_") for n in ("_reconstruct", "scalar")]
+    + [(f"scipy.sparse.{u}{k}", f"{k}_matrix") for u in ("", "_") for k in ("csr", "csc", "coo")]
+    + [(b, n) for b in ("builtins", "__builtin__") for n in "list dict set frozenset tuple int float complex bool "
+       "str bytes bytearray object unicode long".split()]
+    + [("numpy", "ndarray"), ("numpy", "dtype"), ("collections", "defaultdict"), ("collections", "OrderedDict"),
+       ("copy_reg", "_reconstructor"), ("copyreg", "_reconstructor")])
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in SAFE_PICKLE_GLOBALS:
+            raise pickle.UnpicklingError(f"refused to load global {module}.{name} (allowed: numpy arrays, scipy "
+                                         f"sparse matrices, builtins); the file may be crafted to run code")
+        return super().find_class(module, name)
+
+
+def safe_unpickle(path: str | os.PathLike) -> Any:
+    """Unpickle a data file (latin1 strings, as Python 2 pickles need) allowing only
+    :data:`SAFE_PICKLE_GLOBALS`, so a crafted file cannot run code; errors are :class:`DataCorrupt`."""
+    with reading(path), open(path, "rb") as fh, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # numpy.core -> numpy._core
+        return _RestrictedUnpickler(fh, encoding="latin1").load()
 
 
 # ----------------------------------------------------------------------------- the cache
@@ -44,6 +122,32 @@ def default_cache_dir() -> Path:
     """``$ATTNBENCH_CACHE`` or ``~/.cache/attnbench``."""
     env = os.environ.get("ATTNBENCH_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "attnbench"
+
+
+def inside(root: str | os.PathLike, *parts: str | os.PathLike, what: str,
+           data_dir: str | os.PathLike | None = None) -> Path:
+    """``root/parts``, refused (``ValueError`` naming ``what``) unless it resolves inside ``root``
+    and, when ``data_dir`` is given, outside that read-only folder. Every cache destination and
+    every dataset parameter that names a folder or file goes through here."""
+    base = Path(root).expanduser()
+    target = base.joinpath(*parts).resolve()
+    if not target.is_relative_to(base.resolve()):
+        raise ValueError(f"{what}={'/'.join(map(str, parts))!r} leaves {base}; give a plain relative name "
+                         f"inside it (no '..', no absolute path)")
+    if data_dir is not None and target.is_relative_to(Path(data_dir).expanduser().resolve()):
+        raise ValueError(f"{what}: {target} lies inside the read-only data dir {data_dir}; nothing is written "
+                         f"there (pass a --cache-dir outside it)")
+    return base / target.relative_to(base.resolve())
+
+
+def file_stamp(paths: Iterable[str | os.PathLike]) -> str:
+    """Hex digest of each file's name, size and ``mtime_ns``: it changes whenever a file is
+    replaced or edited, so caches derived from the files are keyed by it."""
+    h = hashlib.sha256()
+    for p in paths:
+        st = os.stat(p)
+        h.update(f"{p}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:24]
 
 
 @contextlib.contextmanager
@@ -64,19 +168,27 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _copy_atomic(src: Path, dst: Path) -> None:
-    """Copy (gunzip when ``src`` ends in ``.gz`` and ``dst`` does not) through a temp file."""
+def write_atomic(dst: Path, write: Callable[[Path], None]) -> None:
+    """``write(tmp)`` then rename ``tmp`` to ``dst``: readers never see a partial file."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
     try:
-        if src.suffix == ".gz" and dst.suffix != ".gz":
-            with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
-                shutil.copyfileobj(fin, fout, 1 << 20)
-        else:
-            shutil.copyfile(src, tmp)  # copyfile: the copy is writable, unlike data_dir
+        write(tmp)
         os.replace(tmp, dst)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    """Copy (gunzip when ``src`` ends in ``.gz``); a bad ``.gz`` is :class:`DataCorrupt`."""
+    def write(tmp: Path) -> None:
+        if src.suffix == ".gz" and dst.suffix != ".gz":
+            with reading(src), gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+        else:
+            shutil.copyfile(src, tmp)  # copyfile: the copy is writable, unlike data_dir
+
+    write_atomic(dst, write)
 
 
 def materialize(
@@ -90,49 +202,58 @@ def materialize(
 ) -> Path:
     """Make ``<cache_dir>/<subdir>/<f>`` exist for every ``f`` in ``files`` and return that folder.
 
-    For each file, in order: ``<data_dir>/<subdir>/<f>`` or ``<f>.gz`` (gunzipped) is copied
-    into the cache (when it differs in size from the cached copy); else the cached copy is used;
-    else ``download(folder)`` is called once to fetch the missing files into the cache folder.
-    ``files`` may contain sub-paths (``"raw/train-images-idx3-ubyte"``).
-
-    Raises :class:`FileNotFoundError` naming the first missing file, where it was expected and
-    why the download did not help (none configured, no network, ...).
-    """
+    Per file: ``<data_dir>/<subdir>/<f>`` or ``<f>.gz`` (gunzipped) is copied into the cache
+    unless the copy was made from that very source (size + ``mtime_ns``, recorded in
+    ``<cache_dir>/.<subdir>.sources.json``: fixing the data dir heals the cache); else the cached
+    copy is used; else ``download(folder)`` fetches the missing files into the cache. ``files``
+    may be sub-paths; none may leave the folder and nothing is written under ``data_dir``.
+    A bad ``.gz`` raises :class:`DataCorrupt` (its stale copy is dropped), a file found nowhere
+    :class:`DataMissing` naming where it was expected and why the download did not help."""
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    dest = cache / subdir
-    src_root = Path(data_dir) / subdir if data_dir is not None else None
-    with file_lock(cache / f".{subdir.replace('/', '_')}.lock"):
-        missing: list[str] = []
-        for f in files:
-            target = dest / f
-            src = None
-            if src_root is not None:
-                for cand in (src_root / f, src_root / f"{f}.gz"):
-                    if cand.is_file():
-                        src = cand
-                        break
-            if src is not None:
-                if not target.is_file() or (src.suffix != ".gz" and src.stat().st_size != target.stat().st_size):
-                    _copy_atomic(src, target)
-            elif not target.is_file():
-                missing.append(f)
+    dest = inside(cache, subdir, what=f"{dataset}: folder", data_dir=data_dir)
+    src_root = inside(data_dir, subdir, what=f"{dataset}: folder") if data_dir is not None else None
+    flat = subdir.replace("/", "_")
+    manifest_path = inside(cache, f".{flat}.sources.json", what=f"{dataset}: manifest", data_dir=data_dir)
+    with file_lock(inside(cache, f".{flat}.lock", what=f"{dataset}: lock", data_dir=data_dir)):
+        try:
+            manifest: dict[str, dict[str, str]] = json.loads(manifest_path.read_text())
+        except (OSError, ValueError):
+            manifest = {}
+        missing, changed = [], False  # files found nowhere; whether the manifest changed
+        try:
+            for f in files:
+                target = inside(dest, f, what=f"{dataset}: file", data_dir=data_dir)
+                cands = [inside(src_root, n, what=f"{dataset}: file") for n in (f, f"{f}.gz")] if src_root else []
+                src = next((c for c in cands if c.is_file()), None)
+                if src is not None:
+                    rec = {"source": str(src), "stamp": file_stamp([src])}
+                    if not target.is_file() or manifest.get(f) != {**rec, "copy": file_stamp([target])}:
+                        changed = True
+                        target.unlink(missing_ok=True)  # never keep a copy of an older source
+                        _copy_atomic(src, target)
+                        manifest[f] = {**rec, "copy": file_stamp([target])}
+                    _ORIGINS[str(target)] = str(src)
+                elif not target.is_file():
+                    missing.append(f)
+                elif f in manifest:
+                    _ORIGINS[str(target)] = manifest[f]["source"]
+        finally:
+            if changed:
+                write_atomic(manifest_path, lambda tmp: tmp.write_text(json.dumps(manifest)))
         if missing:
             where = (f"{src_root / missing[0]}[.gz]" if src_root is not None else f"{dest / missing[0]}")
             if download is None:
-                raise FileNotFoundError(f"{dataset}: missing {where}; no download source is known "
-                                        f"(pass --data-dir with the files)")
+                raise DataMissing(f"{dataset}: missing {where}; no download source is known "
+                                  f"(pass --data-dir with the files)")
             try:
                 dest.mkdir(parents=True, exist_ok=True)
                 download(dest)
             except Exception as err:  # no network, HTTP error, ...
-                raise FileNotFoundError(
-                    f"{dataset}: missing {where} and the download into {dest} failed "
-                    f"({type(err).__name__}: {err}). Pass --data-dir pointing at a folder with "
-                    f"{subdir}/{missing[0]}[.gz]."
-                ) from err
+                raise DataMissing(f"{dataset}: missing {where} and the download into {dest} failed ({type(err).__name__}: "
+                                  f"{err}). Pass --data-dir pointing at a folder with {subdir}/{missing[0]}[.gz].") from err
             still = [f for f in missing if not (dest / f).is_file()]
             if still:
-                raise FileNotFoundError(f"{dataset}: {dest / still[0]} is still missing after the download")
+                raise DataMissing(f"{dataset}: {dest / still[0]} is still missing after the download")
     return dest
 
 
