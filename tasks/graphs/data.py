@@ -5,11 +5,11 @@ boolean ``train_mask``/``val_mask``/``test_mask``); each dataloader yields that 
 once per epoch and the task module picks the stage's mask. ``info`` (read by the model
 builders) and ``checksum()`` load the data on first use.
 
-* :class:`PlanetoidDataModule`: Cora, CiteSeer, PubMed through
-  ``torch_geometric.datasets.Planetoid`` with row-normalised features (as in the GCN and GAT
-  papers). The raw files come from ``<data_dir>/planetoid/<Name>/raw`` (copied into the
-  cache, because Planetoid writes ``processed/`` next to ``raw/`` and ``data_dir`` is
-  read-only), else from the cache, else from upstream (download into the cache).
+* :class:`PlanetoidDataModule`: Cora, CiteSeer, PubMed, the tensors of
+  ``torch_geometric.datasets.Planetoid`` (:func:`read_planetoid`, whose restricted unpickler
+  lets no data file run code) with row-normalised features (as in the GCN and GAT papers).
+  The raw files come from ``<data_dir>/planetoid/<Name>/raw`` (copied into the cache, keyed
+  by their size and mtime), else from the cache, else from upstream (download into the cache).
 * :class:`SBMDataModule`: a synthetic stochastic-block-model graph generated in code from
   ``data_seed``: homophilous edges and noisy class-correlated features, so that a model
   that uses the graph clearly beats one that does not.
@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import tempfile
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from tasks.common.data import default_cache_dir, file_lock, subset_indices
+from tasks.common.data import (corrupt, default_cache_dir, materialize, reading, safe_unpickle, subset_indices,
+                               write_atomic)
 
 __all__ = [
     "PlanetoidDataModule",
@@ -39,6 +40,7 @@ __all__ = [
     "default_cache_dir",
     "graph_checksum",
     "build_planetoid",
+    "read_planetoid",
     "build_sbm",
     "PLANETOID_DEFAULTS",
     "SBM_DEFAULTS",
@@ -140,21 +142,92 @@ class _FullBatchDataModule(L.LightningDataModule):
 
 
 # --------------------------------------------------------------------------- Planetoid
-def _same_bytes(a: Path, b: Path) -> bool:
-    return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
+PLANETOID_URL = "https://github.com/kimiyoung/planetoid/raw/master/data"  # PyG's Planetoid.url
 
 
-def _download_planetoid(root: Path, name: str) -> None:
-    """Fetch ``name``'s raw files from upstream into ``root/<name>/raw`` (through a temporary
-    folder, so that a failed download never leaves partial files behind). Raises on failure."""
-    from torch_geometric.datasets import Planetoid
+def _download_planetoid(dest: Path, name: str) -> None:
+    """Fetch ``name``'s raw files from upstream into ``dest`` (each written atomically, never
+    unpickled here). Raises on failure."""
+    for f in (f"ind.{name.lower()}.{s}" for s in _RAW_SUFFIXES):
+        if not (dest / f).is_file():
+            with urllib.request.urlopen(f"{PLANETOID_URL}/{f}", timeout=30) as resp:  # noqa: S310 - fixed https URL
+                body = resp.read()
+            write_atomic(dest / f, lambda tmp: tmp.write_bytes(body))
 
-    with tempfile.TemporaryDirectory(dir=root, prefix=".download-") as tmp:
-        Planetoid(tmp, name)  # downloads (and processes) into tmp
-        raw = root / name / "raw"
-        raw.mkdir(parents=True, exist_ok=True)
-        for f in (Path(tmp) / name / "raw").iterdir():
-            os.replace(f, raw / f.name)
+
+def _matrix(path: Path) -> torch.Tensor:
+    """A pickled feature / one-hot label matrix (numpy or scipy sparse) as a float tensor."""
+    out = safe_unpickle(path)
+    with reading(path):
+        out = np.asarray(out.todense() if hasattr(out, "todense") else out)
+        if out.ndim != 2 or out.dtype == object:
+            raise corrupt(path, f"expected a 2-D numeric matrix, got {out.dtype} of shape {out.shape}")
+        return torch.from_numpy(out).to(torch.float)
+
+
+def _test_index(path: Path) -> torch.Tensor:
+    """``ind.<name>.test.index``: one node index per line."""
+    with reading(path):
+        lines = path.read_text(encoding="ascii").split("\n")[:-1]
+    out = []
+    for no, line in enumerate(lines, 1):
+        try:
+            out.append(int(line))
+        except ValueError:
+            raise corrupt(path, f"expected one integer node index, got {line[:40]!r}", line=no) from None
+    return torch.tensor(out, dtype=torch.long)
+
+
+def read_planetoid(raw: Path, name: str) -> Any:
+    """PyG's ``read_planetoid_data`` for Cora, CiteSeer and PubMed (the same tensors), with the
+    pickles read by :func:`tasks.common.data.safe_unpickle`: a crafted file cannot run code, and
+    a bad one raises :class:`~tasks.common.data.DataCorrupt` naming the data-dir file."""
+    from torch_geometric.data import Data
+    from torch_geometric.io.planetoid import edge_index_from_dict
+    from torch_geometric.utils import index_to_mask
+
+    path = {s: raw / f"ind.{name.lower()}.{s}" for s in _RAW_SUFFIXES}
+    x, tx, allx, y, ty, ally = (_matrix(path[s]) for s in ("x", "tx", "allx", "y", "ty", "ally"))
+    graph = safe_unpickle(path["graph"])
+    if not isinstance(graph, dict):
+        raise corrupt(path["graph"], f"expected a dict of adjacency lists, got {type(graph).__name__}")
+    test_index = _test_index(path["test.index"])
+    num_train = y.size(0)  # the labelled training nodes come first
+    with reading(path["test.index"]):  # indices out of range, sizes that do not fit together
+        sorted_test_index = test_index.sort()[0]
+        if name.lower() == "citeseer":  # isolated test nodes: zero rows, as PyG does
+            n = int(test_index.max() - test_index.min()) + 1
+            tx_ext = torch.zeros(n, tx.size(1), dtype=tx.dtype)
+            tx_ext[sorted_test_index - test_index.min(), :] = tx
+            ty_ext = torch.zeros(n, ty.size(1), dtype=ty.dtype)
+            ty_ext[sorted_test_index - test_index.min(), :] = ty
+            tx, ty = tx_ext, ty_ext
+        x = torch.cat([allx, tx], dim=0)
+        x[test_index] = x[sorted_test_index]
+        y = torch.cat([ally, ty], dim=0).max(dim=1)[1]
+        y[test_index] = y[sorted_test_index]
+        n = y.size(0)
+        masks = {"train_mask": index_to_mask(torch.arange(num_train, dtype=torch.long), size=n),
+                 "val_mask": index_to_mask(torch.arange(num_train, num_train + 500, dtype=torch.long), size=n),
+                 "test_mask": index_to_mask(test_index, size=n)}
+    with reading(path["graph"]):
+        edge_index = edge_index_from_dict(graph_dict=graph, num_nodes=n)
+    return Data(x=x, edge_index=edge_index, y=y, **masks)
+
+
+def _random_split(data: Any, *, num_train_per_class: int, num_val: int, num_test: int) -> None:
+    """torch_geometric.datasets.Planetoid's ``split="random"``, in place, from the global RNG."""
+    data.train_mask.fill_(False)
+    for c in range(int(data.y.max()) + 1):
+        idx = (data.y == c).nonzero(as_tuple=False).view(-1)
+        idx = idx[torch.randperm(idx.size(0))[:num_train_per_class]]
+        data.train_mask[idx] = True
+    remaining = (~data.train_mask).nonzero(as_tuple=False).view(-1)
+    remaining = remaining[torch.randperm(remaining.size(0))]
+    data.val_mask.fill_(False)
+    data.val_mask[remaining[:num_val]] = True
+    data.test_mask.fill_(False)
+    data.test_mask[remaining[num_val:num_val + num_test]] = True
 
 
 class PlanetoidDataModule(_FullBatchDataModule):
@@ -169,7 +242,8 @@ class PlanetoidDataModule(_FullBatchDataModule):
             of ``shared/data``); its raw folder is copied into the cache.
         cache_dir: writable root; the dataset lives in ``<cache_dir>/planetoid/<Name>``.
         download: fetch from upstream when the files are neither in ``data_dir`` nor in the
-            cache. Missing data raises :class:`FileNotFoundError` naming the expected file.
+            cache. Missing data raises :class:`~tasks.common.data.DataMissing` naming the expected
+            file; an unreadable file :class:`~tasks.common.data.DataCorrupt`.
         normalize_features: row-normalise features (GCN/GAT papers); default True.
         split_seed: seeds the ``"random"`` split (never the run seed: all runs see one split).
     """
@@ -208,59 +282,22 @@ class PlanetoidDataModule(_FullBatchDataModule):
         """The writable Planetoid root: ``<cache_dir>/planetoid``."""
         return self.cache_dir / "planetoid"
 
-    def _source_raw(self) -> Path | None:
-        return self.data_dir / "planetoid" / self.name / "raw" if self.data_dir is not None else None
-
-    def _missing(self, raw: Path) -> list[Path]:
-        return [raw / f for f in self.raw_file_names if not (raw / f).is_file()]
-
-    def _ensure_raw(self) -> None:
-        """Make ``<cache>/planetoid/<Name>/raw`` complete (copy, cache or download)."""
-        raw = self.root / self.name / "raw"
-        src = self._source_raw()
-        if src is not None and not self._missing(src):
-            raw.mkdir(parents=True, exist_ok=True)
-            changed = False
-            for f in self.raw_file_names:
-                if (raw / f).is_file() and _same_bytes(src / f, raw / f):
-                    continue
-                tmp = raw / f".{f}.tmp"
-                shutil.copyfile(src / f, tmp)  # copyfile: the copy is writable, unlike data_dir
-                os.replace(tmp, raw / f)
-                changed = True
-            if changed:  # processed/ was built from other raw files: rebuild it
-                shutil.rmtree(self.root / self.name / "processed", ignore_errors=True)
-            return
-        if not self._missing(raw):
-            return
-        expected = (src if src is not None else raw) / self._missing(src if src is not None else raw)[0].name
-        where = f"{expected}" + (f" (nor in the cache {raw})" if src is not None else "")
-        if not self.download:
-            raise FileNotFoundError(f"Planetoid {self.name}: missing {where}; download is disabled")
-        try:
-            _download_planetoid(self.root, self.name)
-        except Exception as err:  # no network, HTTP error, ...
-            raise FileNotFoundError(
-                f"Planetoid {self.name}: missing {where} and the download failed "
-                f"({type(err).__name__}: {err}). Put the files {', '.join(self.raw_file_names)} there."
-            ) from err
-        still = self._missing(raw)
-        if still:
-            raise FileNotFoundError(f"Planetoid {self.name}: missing {still[0]} after download")
-
     def _load(self) -> Any:
-        from torch_geometric.datasets import Planetoid
         from torch_geometric.transforms import NormalizeFeatures
 
-        self.root.mkdir(parents=True, exist_ok=True)
-        with file_lock(self.root / f".{self.name}.lock"):
-            self._ensure_raw()
-            # Planetoid's "random" split draws from the global RNG: fork it so that the split
-            # depends on split_seed only and the caller's RNG state is left untouched.
+        raw = materialize(self.raw_file_names, subdir=f"planetoid/{self.name}/raw", data_dir=self.data_dir,
+                          cache_dir=self.cache_dir, dataset=f"Planetoid {self.name}",
+                          download=(lambda dest: _download_planetoid(dest, self.name)) if self.download else None)
+        data = read_planetoid(raw, self.name)
+        if self.split == "full":  # as torch_geometric.datasets.Planetoid does
+            data.train_mask.fill_(True)
+            data.train_mask[data.val_mask | data.test_mask] = False
+        elif self.split == "random":
+            # Planetoid draws this split from the global RNG: fork it so that the split depends on
+            # split_seed only and the caller's RNG state is left untouched.
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(self.split_seed)
-                ds = Planetoid(str(self.root), self.name, split=self.split)
-        data = ds[0]
+                _random_split(data, num_train_per_class=20, num_val=500, num_test=1000)
         if self.normalize_features:
             data = NormalizeFeatures()(data)
         return data

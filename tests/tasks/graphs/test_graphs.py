@@ -269,7 +269,7 @@ def test_planetoid_cora_from_data_dir(task, tmp_path):
     torch.testing.assert_close(d.x.sum(-1)[d.x.sum(-1) > 0], torch.ones(int((d.x.sum(-1) > 0).sum())))  # row-normalised
     raw = tmp_path / "cache" / "planetoid" / "Cora" / "raw"
     assert sorted(p.name for p in raw.iterdir()) == sorted(dm.raw_file_names)
-    assert (tmp_path / "cache" / "planetoid" / "Cora" / "processed").is_dir()
+    assert not (tmp_path / "cache" / "planetoid" / "Cora" / "processed").exists()  # read from raw, nothing processed
     assert all(os.stat(p).st_mode & stat.S_IWUSR for p in raw.iterdir())  # the copies are writable
     assert _tree_state(shared / "planetoid") == before  # nothing written into the data dir
     # a second build (from the cache) sees the same data
@@ -294,7 +294,7 @@ def test_planetoid_missing_data_names_expected_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(gdata, "_download_planetoid", no_network)
     dm = PlanetoidDataModule("Cora", data_dir=empty, cache_dir=tmp_path / "cache")
-    with pytest.raises(FileNotFoundError, match="ind.cora.x.*download failed.*network unreachable"):
+    with pytest.raises(FileNotFoundError, match="ind.cora.x.*download into .* failed.*network unreachable"):
         dm.info
     dm = PlanetoidDataModule("CiteSeer", cache_dir=tmp_path / "cache")  # no data dir: the cache path
     with pytest.raises(FileNotFoundError, match=str(tmp_path / "cache" / "planetoid" / "CiteSeer" / "raw" / "ind.citeseer.x")):
