@@ -20,6 +20,24 @@ A suite config (``benchmarks/configs/*.yaml``)::
                                                     # inherits; null switches off, e.g.
                                                     # early_stopping_patience: null)
         train_fraction: [0.1, 1.0]                  # data-size sweep (any task); default 1.0
+
+Every value is checked before any cell runs, and one :class:`ConfigError` lists every
+problem found, one line each (``<source>: <key path>=<value> is invalid: expected <what is
+allowed>``). Model, dataset and module parameters are checked against the registered
+defaults: the type of the default (an int default takes ints only, a float default ints or
+floats, a bool default booleans, a list default lists of the same item type, a null default
+anything) and the bounds of :func:`tasks.common.registry.param_bounds` (what a registration
+declares, else a documented rule from the parameter's name and default).
+
+Overrides (``--set KEY=VALUE``, the value parsed as YAML) are applied left to right, and a
+command-line value wins over everything in the file:
+
+* ``--set trainer.max_epochs=1`` sets the suite's trainer *and* replaces every cell's own
+  ``trainer.max_epochs``; likewise ``--set seeds=...`` and ``--set train_fraction=...`` replace
+  the cells' own ``seeds`` / ``train_fraction``. The cells whose own values were replaced are
+  named in a notice (:func:`load_suite_with_notices`).
+* ``--set cells.2.trainer.max_epochs=3`` reaches one cell (its index in ``cells``, from 0);
+  ``--set 'cells.*.trainer.max_epochs=1'`` every cell. A later ``--set`` wins over an earlier one.
 """
 
 from __future__ import annotations
@@ -27,21 +45,37 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.schema import ConfigError, Field, Section, apply_overrides, load_yaml, validate
+from benchmarks.schema import (ConfigError, Field, Problems, Section, check_value, load_yaml, parse_override,
+                               set_path, validate)
+
+#: a suite name is a name, never a path: results go to results/<suite>/
+SUITE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+
+
+def _devices_ok(v: Any) -> bool:
+    if v == "auto":
+        return True
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v >= 1
+    ints = isinstance(v, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in v)
+    return ints and bool(v) and min(v) >= 0 and len(set(v)) == len(v)
+
 
 TRAINER_FIELDS = {
     "max_epochs": Field("int", 100, minimum=1, doc="epochs at most"),
-    "max_steps": Field("int", -1, doc="optimiser steps at most (-1: no limit)"),
-    "max_time_s": Field("float", None, nullable=True, minimum=1, doc="wall-clock budget per cell, seconds"),
+    "max_steps": Field("int", -1, test=lambda v: v == -1 or v >= 1, expect="-1 (no limit) or an integer >= 1",
+                       doc="optimiser steps at most (-1: no limit)"),
+    "max_time_s": Field("float", None, nullable=True, minimum=0, min_open=True, doc="wall-clock budget per cell, seconds"),
     "early_stopping_patience": Field("int", None, nullable=True, minimum=1, doc="epochs without improvement; null: off"),
     "min_epochs": Field("int", 1, minimum=0),
     "precision": Field("str", "32-true", choices=("32-true", "32", "bf16-mixed", "16-mixed", "64-true", "bf16-true")),
     "accelerator": Field("str", "auto", choices=("auto", "cpu", "gpu", "cuda")),
-    "devices": Field("any", 1, doc="as lightning.Trainer's devices"),
+    "devices": Field("any", 1, test=_devices_ok, doc="as lightning.Trainer's devices",
+                     expect="an integer >= 1, a non-empty list of distinct device indices >= 0, or 'auto'"),
     "gradient_clip_val": Field("float", None, nullable=True, minimum=0),
     "check_val_every_n_epoch": Field("int", 1, minimum=1),
     "deterministic": Field("bool", False),
@@ -55,14 +89,14 @@ CELL_FIELDS = {
     "model_params": Field("any", {}, doc="{model: {param: value}} overrides"),
     "module_params": Field("any", {}, doc="overrides of the task module's defaults (lr, ...)"),
     # only the keys a cell gives: absent ones inherit the suite's, an explicit null switches off
-    "trainer": Section({k: Field(f.kind, None, f.choices, f.minimum, f.nullable, f.doc) for k, f in TRAINER_FIELDS.items()},
-                       partial=True),
+    "trainer": Section({k: replace(f, default=None) for k, f in TRAINER_FIELDS.items()}, partial=True),
     "seeds": Field("any", None, nullable=True, doc="overrides the suite's seeds for this cell"),
     "train_fraction": Field("any", None, nullable=True, doc="overrides the suite's train_fraction for this cell"),
 }
 
 SUITE_SCHEMA = {
-    "suite": Field("str", doc="suite name: output goes to results/<suite>/"),
+    "suite": Field("str", pattern=SUITE_NAME, doc="suite name: output goes to results/<suite>/",
+                   expect=f"a name matching {SUITE_NAME} (not a path: results go to results/<suite>/)"),
     "description": Field("str", ""),
     "seeds": Field("any", 3, doc="a count n (seeds 0..n-1) or a list of ints"),
     "train_fraction": Field("any", 1.0, doc="fraction of the training set each cell trains on, in (0, 1]; "
@@ -73,6 +107,9 @@ SUITE_SCHEMA = {
     "micro_benchmarks": Field("list[str]", [], doc="micro-benchmarks (attnbench bench NAME) run after the cells, "
                               "with their default configs; output in <out>/bench/NAME"),
 }
+
+#: suite-level keys a command-line --set makes win over the cells' own values
+_CELL_OVERRIDABLE = ("seeds", "train_fraction")
 
 
 @dataclass(frozen=True)
@@ -99,15 +136,16 @@ class Cell:
 
 
 def _seeds(value: Any, where: str, source: str) -> list[int]:
-    if isinstance(value, bool):
-        raise ConfigError(f"{source}: {where}={value!r} is invalid: expected a count or a list of ints")
-    if isinstance(value, int) and value >= 1:
+    """``seeds``: a count n >= 1 (seeds 0..n-1) or a non-empty list of distinct ints >= 0."""
+    expected = "expected a count >= 1 or a non-empty list of distinct ints >= 0"
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return list(range(value))
-    if isinstance(value, list) and value and all(isinstance(s, int) and not isinstance(s, bool) for s in value):
+    if (isinstance(value, list) and value and all(isinstance(s, int) and not isinstance(s, bool) for s in value)
+            and min(value) >= 0):
         if len(set(value)) != len(value):
-            raise ConfigError(f"{source}: {where}={value!r} has repeated seeds")
+            raise ConfigError(f"{source}: {where}={value!r} has repeated seeds; {expected}")
         return list(value)
-    raise ConfigError(f"{source}: {where}={value!r} is invalid: expected a count >= 1 or a non-empty list of ints")
+    raise ConfigError(f"{source}: {where}={value!r} is invalid: {expected}")
 
 
 def _fractions(value: Any, where: str, source: str) -> list[float]:
@@ -123,15 +161,48 @@ def _fractions(value: Any, where: str, source: str) -> list[float]:
     return [float(v) for v in vals]
 
 
-def _merge_params(defaults: dict, overrides: Any, where: str, source: str, what: str) -> dict:
+def _param_field(name: str, default: Any, declared: Any) -> Field:
+    """The :class:`Field` a registered parameter follows: the type of its default, the bounds
+    of :func:`tasks.common.registry.param_bounds`."""
+    from tasks.common.registry import param_bounds
+
+    b = param_bounds(name, default, declared)
+    kind = b.kind or _kind_of(default)
+    nullable = b.nullable if b.nullable is not None else default is None
+    return Field(kind, default, choices=b.choices, minimum=b.minimum, maximum=b.maximum,
+                 min_open=b.min_open, max_open=b.max_open, nullable=nullable)
+
+
+def _kind_of(default: Any) -> str:
+    for t, kind in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str")):
+        if isinstance(default, t):
+            return kind
+    if isinstance(default, list):
+        kinds = {_kind_of(v) for v in default}
+        if kinds == {"int", "float"}:
+            kinds = {"float"}
+        return f"list[{kinds.pop()}]" if len(kinds) == 1 and not kinds & {"any"} else "list[any]"
+    return "any"
+
+
+def _merge_params(defaults: dict, overrides: Any, where: str, source: str, what: str,
+                  bounds: Any = None) -> dict:
+    """The defaults with ``overrides`` applied, every override checked (unknown key, type,
+    range, choices: all problems in one error). The values are kept as given, so that cell
+    ids do not change with a check."""
     if overrides is None:
         overrides = {}
     if not isinstance(overrides, dict):
-        raise ConfigError(f"{source}: {where} must be a mapping of {what} parameters")
-    unknown = [k for k in overrides if k not in defaults]
-    if unknown:
-        valid = ", ".join(sorted(defaults)) or "(none)"
-        raise ConfigError(f"{source}: unknown key '{where}.{unknown[0]}'; valid {what} parameters: {valid}")
+        raise ConfigError(f"{source}: {where}={overrides!r} is invalid: expected a mapping of {what} parameters")
+    problems = Problems(source)
+    valid = ", ".join(sorted(defaults)) or "(none)"
+    for key, value in overrides.items():
+        if key not in defaults:
+            problems.add(f"{source}: unknown key '{where}.{key}'; valid {what} parameters: {valid}")
+            continue
+        with problems.collect():
+            check_value(value, _param_field(key, defaults[key], bounds), f"{where}.{key}", source)
+    problems.raise_if_any()
     out = copy.deepcopy(defaults)
     out.update(copy.deepcopy(overrides))
     return out
@@ -145,91 +216,175 @@ def cell_id(config: dict[str, Any]) -> str:
 
 def load_suite(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """Read, override (``--set``) and validate a suite config; returns the validated dict."""
-    raw = load_yaml(path)
-    raw = apply_overrides(raw, list(overrides))
-    return validate_suite(raw, source=str(path))
+    return load_suite_with_notices(path, overrides)[0]
+
+
+def load_suite_with_notices(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
+                            ) -> tuple[dict[str, Any], list[str]]:
+    """:func:`load_suite`, plus notices for the user: which cells' own values a
+    command-line ``--set`` replaced (see the override rule in this module's docstring)."""
+    raw, notices = apply_suite_overrides(load_yaml(path), overrides)
+    return validate_suite(raw, source=str(path)), notices
+
+
+def apply_suite_overrides(raw: Any, overrides: list[str] | tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:
+    """Apply ``--set`` overrides to a raw suite config, left to right: a suite-level
+    ``trainer.KEY``, ``seeds`` or ``train_fraction`` also replaces the cells' own values.
+    Returns the new raw config and one notice per override that replaced cells' values."""
+    data = copy.deepcopy(raw) if raw else {}
+    problems = Problems("--set")
+    notices: list[str] = []
+    for item in overrides:
+        with problems.collect():
+            parts, value = parse_override(item)
+            set_path(data, parts, value, item)
+            replaced = _replace_cell_values(data, parts, value)
+            if replaced:
+                notices.append(f"--set {item} also replaces the value the cell sets itself in "
+                               f"{len(replaced)} cell(s): {'; '.join(replaced)}")
+    problems.raise_if_any()
+    return data, notices
+
+
+def _replace_cell_values(data: dict, parts: list[str], value: Any) -> list[str]:
+    """Drop the cells' own values of the suite-level key ``parts`` (so they inherit it);
+    returns ``cells[i] (task/dataset): key=old value`` for each one dropped."""
+    if parts[0] == "trainer" and len(parts) == 2:
+        keys = [("trainer", parts[1])]
+    elif parts == ["trainer"] and isinstance(value, dict):
+        keys = [("trainer", k) for k in value]
+    elif len(parts) == 1 and parts[0] in _CELL_OVERRIDABLE:
+        keys = [(parts[0],)]
+    else:
+        return []
+    cells = data.get("cells")
+    out = []
+    for i, cell in enumerate(cells if isinstance(cells, list) else []):
+        for key in keys:
+            node = cell
+            for p in key[:-1]:
+                node = node.get(p) if isinstance(node, dict) else None
+            if isinstance(node, dict) and key[-1] in node and not (len(key) == 1 and node[key[-1]] is None):
+                old = node.pop(key[-1])
+                name = f"{cell.get('task')}/{cell.get('dataset')}"
+                out.append(f"cells[{i}] ({name}) had {'.'.join(key)}={old!r}")
+    return out
 
 
 def validate_suite(raw: Any, source: str = "config") -> dict[str, Any]:
-    cfg = validate(raw, SUITE_SCHEMA, source=source)
-    if not cfg["cells"]:
-        raise ConfigError(f"{source}: 'cells' is empty: a suite needs at least one cell")
-    _seeds(cfg["seeds"], "seeds", source)
-    _fractions(cfg["train_fraction"], "train_fraction", source)
+    """Check a (raw, overridden) suite config: every key and value, every cell against the
+    registries. Raises one :class:`ConfigError` listing every problem; returns the config."""
+    problems = Problems(source)
+    cfg = validate(raw, SUITE_SCHEMA, source=source, problems=problems)
+    if "cells" in cfg and not cfg["cells"]:
+        problems.add(f"{source}: 'cells' is empty: a suite needs at least one cell")
+    for key, check in (("seeds", _seeds), ("train_fraction", _fractions)):
+        if key in cfg:
+            with problems.collect():
+                check(cfg[key], key, source)
     from benchmarks.cli import MICRO_BENCHMARKS
 
-    for i, name in enumerate(cfg["micro_benchmarks"]):
+    for i, name in enumerate(cfg.get("micro_benchmarks") or []):
         if name not in MICRO_BENCHMARKS:
-            raise ConfigError(
-                f"{source}: micro_benchmarks[{i}]={name!r} is invalid: expected one of {', '.join(MICRO_BENCHMARKS)}"
-            )
-    expand(cfg, source=source)  # resolves every cell against the registries: fails early
+            problems.add(f"{source}: micro_benchmarks[{i}]={name!r} is invalid: expected one of {', '.join(MICRO_BENCHMARKS)}")
+    _expand(cfg, source, problems)  # resolves every cell against the registries: fails early
+    problems.raise_if_any()
     return cfg
 
 
 def expand(cfg: dict[str, Any], source: str = "config") -> list[Cell]:
     """The matrix of cells, in config order (cell entry, model, seed)."""
-    from tasks.common.registry import UnknownNameError, get_task
-
+    problems = Problems(source)
+    cells = _expand(cfg, source, problems)
+    problems.raise_if_any()
+    return cells
+def _expand(cfg: dict[str, Any], source: str, problems: Problems) -> list[Cell]:
+    """Resolve every cell entry; a problem is recorded in ``problems`` and its entry skipped."""
     cells: list[Cell] = []
     seen: set[str] = set()
-    for i, entry in enumerate(cfg["cells"]):
-        where = f"cells[{i}]"
+    for i, entry in enumerate(cfg.get("cells") or []):
+        with problems.collect():
+            for cell in _resolve_entry(cfg, entry, f"cells[{i}]", source):
+                if cell.cell_id not in seen:  # the same cell listed twice: run it once
+                    seen.add(cell.cell_id)
+                    cells.append(cell)
+    return cells
+
+
+def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, source: str) -> list[Cell]:
+    """The cells of one entry of ``cells``; raises one :class:`ConfigError` with all its problems."""
+    from tasks.common.registry import UnknownNameError, get_task
+
+    problems = Problems(source)
+    if "task" not in entry or "dataset" not in entry:
+        return []  # already reported (missing or not a mapping)
+    try:
+        task = get_task(entry["task"])
+    except UnknownNameError as err:
+        raise ConfigError(f"{source}: {where}.task: {err}") from None
+    ds = None
+    try:
+        ds = task.datasets.get(entry["dataset"])
+    except UnknownNameError as err:
+        problems.add(f"{source}: {where}.dataset: {err}")
+    names = entry.get("models", "all")
+    names = task.models.names() if names == "all" else [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        problems.add(f"{source}: {where}.models={entry['models']!r} is invalid: expected 'all' or a non-empty list of names")
+        names = []
+    specs = {}
+    for name in names:
         try:
-            task = get_task(entry["task"])
+            specs[name] = task.models.get(name)
         except UnknownNameError as err:
-            raise ConfigError(f"{source}: {where}.task: {err}") from None
-        try:
-            ds = task.datasets.get(entry["dataset"])
-        except UnknownNameError as err:
-            raise ConfigError(f"{source}: {where}.dataset: {err}") from None
-        names = entry["models"]
-        if names == "all":
-            names = task.models.names()
-        if isinstance(names, str):
-            names = [names]
-        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-            raise ConfigError(f"{source}: {where}.models={entry['models']!r} is invalid: expected 'all' or a list of names")
-        model_params = entry["model_params"] or {}
-        if not isinstance(model_params, dict):
-            raise ConfigError(f"{source}: {where}.model_params must map model names to parameters")
-        for name in model_params:
-            if name not in names:
-                raise ConfigError(
-                    f"{source}: unknown key '{where}.model_params.{name}': not among this cell's models ({', '.join(names)})"
-                )
-        dataset_params = _merge_params(ds.params, entry["dataset_params"], f"{where}.dataset_params", source, f"dataset {ds.name!r}")
-        module_params = _merge_params(task.module_params, entry["module_params"], f"{where}.module_params", source, f"task {task.name!r} module")
-        trainer = dict(cfg["trainer"])
-        trainer.update(entry["trainer"])  # only the keys the cell gives; null = off (e.g. max_time_s)
-        seeds = _seeds(entry["seeds"] if entry["seeds"] is not None else cfg["seeds"], f"{where}.seeds", source)
-        if entry["train_fraction"] is not None:
-            fractions = _fractions(entry["train_fraction"], f"{where}.train_fraction", source)
-        else:
-            fractions = _fractions(cfg["train_fraction"], "train_fraction", source)
-        for name in names:
-            try:
-                spec = task.models.get(name)
-            except UnknownNameError as err:
-                raise ConfigError(f"{source}: {where}.models: {err}") from None
-            params = _merge_params(spec.params, model_params.get(name), f"{where}.model_params.{name}", source, f"model {name!r}")
-            for fraction in fractions:
-                for seed in seeds:
-                    resolved = {
-                        "task": task.name,
-                        "dataset": ds.name,
-                        "dataset_params": dataset_params,
-                        "model": name,
-                        "model_params": params,
-                        "module_params": module_params,
-                        "trainer": trainer,
-                        "seed": seed,
-                    }
-                    if fraction < 1:  # absent at 1.0, so that existing cell ids stay valid
-                        resolved["train_fraction"] = fraction
-                    cid = cell_id(resolved)
-                    if cid in seen:
-                        continue  # the same cell listed twice: run it once
-                    seen.add(cid)
-                    cells.append(Cell(cid, task.name, ds.name, name, spec.family, spec.pattern, seed, resolved))
+            problems.add(f"{source}: {where}.models: {err}")
+    model_params = entry.get("model_params") or {}
+    if not isinstance(model_params, dict):
+        problems.add(f"{source}: {where}.model_params={model_params!r} is invalid: expected a mapping of model names to parameters")
+        model_params = {}
+    for name in model_params:
+        if name not in names:
+            problems.add(f"{source}: unknown key '{where}.model_params.{name}': not among this cell's models ({', '.join(names)})")
+    resolved: dict[str, Any] = {}
+    checks = [("module_params", task.module_params, entry.get("module_params"), f"task {task.name!r} module", task.module_bounds)]
+    if ds is not None:
+        checks.insert(0, ("dataset_params", ds.params, entry.get("dataset_params"), f"dataset {ds.name!r}", ds.bounds))
+    checks += [(f"model_params.{n}", spec.params, model_params.get(n), f"model {n!r}", spec.bounds) for n, spec in specs.items()]
+    for key, defaults, given, what, bounds in checks:
+        with problems.collect():
+            resolved[key] = _merge_params(defaults, given, f"{where}.{key}", source, what, bounds)
+    trainer = dict(cfg.get("trainer") or {})
+    own_trainer = entry.get("trainer") or {}
+    trainer.update(own_trainer)  # only the keys the cell gives; null = off (e.g. max_time_s)
+    if isinstance(trainer.get("min_epochs"), int) and isinstance(trainer.get("max_epochs"), int) \
+            and trainer["min_epochs"] > trainer["max_epochs"]:
+        at = f"{where}.trainer" if {"min_epochs", "max_epochs"} & set(own_trainer) else "trainer"
+        problems.add(f"{source}: {at}.min_epochs={trainer['min_epochs']!r} is invalid: expected at most "
+                     f"max_epochs={trainer['max_epochs']!r}")
+    seeds: list[int] = []
+    fractions: list[float] = []
+    with problems.collect():
+        seeds = _seeds(entry["seeds"], f"{where}.seeds", source) if entry.get("seeds") is not None \
+            else _seeds(cfg.get("seeds"), "seeds", source)
+    with problems.collect():
+        fractions = _fractions(entry["train_fraction"], f"{where}.train_fraction", source) \
+            if entry.get("train_fraction") is not None else _fractions(cfg.get("train_fraction", 1.0), "train_fraction", source)
+    problems.raise_if_any()
+    cells = []
+    for name, spec in specs.items():
+        for fraction in fractions:
+            for seed in seeds:
+                config = {
+                    "task": task.name,
+                    "dataset": ds.name,
+                    "dataset_params": resolved["dataset_params"],
+                    "model": name,
+                    "model_params": resolved[f"model_params.{name}"],
+                    "module_params": resolved["module_params"],
+                    "trainer": trainer,
+                    "seed": seed,
+                }
+                if fraction < 1:  # absent at 1.0, so that existing cell ids stay valid
+                    config["train_fraction"] = fraction
+                cells.append(Cell(cell_id(config), task.name, ds.name, name, spec.family, spec.pattern, seed, config))
     return cells
