@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -26,7 +27,8 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
-from tasks.common.data import SplitDataModule, materialize, pad_sequences
+from tasks.common.data import (DataMissing, SplitDataModule, corrupt, materialize, origin, pad_sequences, reading,
+                               write_atomic)
 
 __all__ = [
     "UPOS",
@@ -68,31 +70,54 @@ Sentence = tuple[list[str], list[str]]  # (forms, upos tags)
 
 
 # ----------------------------------------------------------------------------- CoNLL-U
+_CONLLU_ID = re.compile(r"[1-9][0-9]*(-[1-9][0-9]*|\.[1-9][0-9]*)?")  # word, multi-word range, empty node
+#: ``ud_repo`` and ``treebank`` name a folder and files: plain names only (no path can leave the cache).
+_REPO_NAME = re.compile(r"UD_[A-Za-z0-9_]+-[A-Za-z0-9_]+")
+_TREEBANK_CODE = re.compile(r"[A-Za-z0-9]+(_[A-Za-z0-9]+)*")
+
+
+def _check_conllu_lines(text: str, source: str) -> None:
+    """Every token line has the 10 tab-separated CoNLL-U columns, a valid ID and (for a
+    syntactic word) a UPOS tag; else :class:`DataCorrupt` naming ``source`` and the line."""
+    for no, line in enumerate(text.split("\n"), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        cols = line.rstrip("\r").split("\t")
+        if len(cols) != 10:
+            raise corrupt(source, f"expected 10 tab-separated CoNLL-U columns, got {len(cols)}: {line[:60]!r}", no)
+        if not _CONLLU_ID.fullmatch(cols[0]):
+            raise corrupt(source, f"bad token ID {cols[0][:20]!r} (expected 1, 1-2 or 1.1)", no)
+        if cols[0].isdigit() and cols[3] in ("_", ""):
+            raise corrupt(source, f"word {cols[1]!r} (id {cols[0]}) has no UPOS tag", no)
+
+
 def parse_conllu(text: str, *, source: str = "<text>") -> list[Sentence]:
     """Sentences of CoNLL-U ``text`` as ``(forms, upos)``: syntactic words only (integer ids);
-    multi-word token ranges (``1-2``) and empty nodes (``8.1``) are skipped, comments ignored."""
+    multi-word token ranges (``1-2``) and empty nodes (``8.1``) are skipped, comments ignored.
+    A malformed line raises :class:`~tasks.common.data.DataCorrupt` naming ``source`` and the line."""
     import conllu
 
+    _check_conllu_lines(text, source)
     out: list[Sentence] = []
-    for sent in conllu.parse(text, fields=("id", "form", "lemma", "upos")):  # the columns we read: ~3x faster
+    with reading(source):
+        sents = conllu.parse(text, fields=("id", "form", "lemma", "upos"))  # the columns we read: ~3x faster
+    for sent in sents:
         words = [t for t in sent if isinstance(t["id"], int)]
-        if not words:
-            continue
-        bad = [t for t in words if t["upos"] in (None, "_")]
-        if bad:
-            raise ValueError(f"{source}: word {bad[0]['form']!r} (id {bad[0]['id']}) has no UPOS tag")
-        out.append(([t["form"] for t in words], [t["upos"] for t in words]))
+        if words:
+            out.append(([t["form"] for t in words], [t["upos"] for t in words]))
     return out
 
 
 def read_conllu(path: str | os.PathLike) -> list[Sentence]:
-    """:func:`parse_conllu` of a ``.conllu`` or ``.conllu.gz`` file."""
+    """:func:`parse_conllu` of a ``.conllu`` or ``.conllu.gz`` file (UTF-8); an absent file is
+    :class:`~tasks.common.data.DataMissing`, an unreadable one :class:`~tasks.common.data.DataCorrupt`."""
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"CoNLL-U file not found: {p}")
+        raise DataMissing(f"CoNLL-U file not found: {origin(p)}")
     opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "rt", encoding="utf-8") as fh:
-        return parse_conllu(fh.read(), source=str(p))
+    with reading(p), opener(p, "rt", encoding="utf-8") as fh:
+        text = fh.read()
+    return parse_conllu(text, source=str(p))
 
 
 # ----------------------------------------------------------------------------- vocabulary
@@ -236,6 +261,11 @@ class UDDataModule(TaggingDataModule):
         if not given and ud_repo is None and treebank not in TREEBANKS:
             raise ValueError(f"ud: unknown treebank={treebank!r}; valid: {', '.join(TREEBANKS)} "
                              f"(or pass ud_repo='UD_<Language>-<Name>', or train_file/dev_file/test_file)")
+        if ud_repo is not None and not (isinstance(ud_repo, str) and _REPO_NAME.fullmatch(ud_repo)):
+            raise ValueError(f"ud: ud_repo={ud_repo!r}; must be a UD repository name like 'UD_Czech-CAC' "
+                             f"(letters, digits and _, one '-'; no path)")
+        if not given and not (isinstance(treebank, str) and _TREEBANK_CODE.fullmatch(treebank)):
+            raise ValueError(f"ud: treebank={treebank!r}; must be a treebank code like 'en_ewt' (letters, digits, _)")
         self.treebank, self.release, self.download = treebank, release, download
         self.repo = ud_repo or TREEBANKS.get(treebank)
         self.files = files if given else None
@@ -249,10 +279,9 @@ class UDDataModule(TaggingDataModule):
             if (dest / name).is_file():
                 continue
             url = f"https://raw.githubusercontent.com/UniversalDependencies/{self.repo}/{self.release}/{name}"
-            tmp = dest / f".{name}.part"
-            with urllib.request.urlopen(url, timeout=30) as r, open(tmp, "wb") as fh:
-                fh.write(r.read())
-            os.replace(tmp, dest / name)
+            with urllib.request.urlopen(url, timeout=30) as r:  # noqa: S310 - fixed https host
+                body = r.read()
+            write_atomic(dest / name, lambda tmp: tmp.write_bytes(body))
 
     def sentences(self) -> dict[str, list[Sentence]]:
         if self.files is not None:
