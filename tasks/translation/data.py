@@ -33,7 +33,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from tasks.common.data import SplitDataModule, default_cache_dir, file_lock, materialize, pad_sequences
+from tasks.common.data import (DataMissing, SplitDataModule, corrupt, default_cache_dir, file_lock, materialize, origin,
+                               pad_sequences, reading, write_atomic)
 
 __all__ = [
     "PAD", "UNK", "BOS", "EOS",
@@ -137,26 +138,36 @@ def train_tokenizer(
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = root / "translation" / "spm" / f"{h.hexdigest()[:24]}.model"
     with file_lock(path.with_suffix(".lock")):
-        if not path.is_file():
-            buf = io.BytesIO()
-            spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(lines), model_writer=buf, minloglevel=2, num_threads=2,
-                input_sentence_size=1_000_000, shuffle_input_sentence=True, **settings,
-            )
-            tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-            tmp.write_bytes(buf.getvalue())
-            os.replace(tmp, path)
+        if path.is_file():
+            try:
+                return Tokenizer.load(path)
+            except (RuntimeError, OSError, ValueError):  # a damaged cache entry: train it again
+                path.unlink()
+        buf = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines), model_writer=buf, minloglevel=2, num_threads=2,
+            input_sentence_size=1_000_000, shuffle_input_sentence=True, **settings,
+        )
+        write_atomic(path, lambda tmp: tmp.write_bytes(buf.getvalue()))
     return Tokenizer.load(path)
 
 
 # ----------------------------------------------------------------------------- datasets
 def read_lines(path: str | os.PathLike) -> list[str]:
-    """UTF-8 lines of a plain or ``.gz`` text file, without line endings."""
+    """UTF-8 lines of a plain or ``.gz`` text file, without line endings. An absent file is
+    :class:`~tasks.common.data.DataMissing`; bad gzip or UTF-8 is :class:`~tasks.common.data.DataCorrupt`
+    naming the data-dir file (and, for bad UTF-8, the line)."""
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"parallel text file not found: {p}")
-    opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+        raise DataMissing(f"parallel text file not found: {origin(p)}")
+    with reading(p):
+        data = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise corrupt(p, f"not UTF-8 text ({err.reason} at byte {err.start})",
+                      data.count(b"\n", 0, err.start) + 1) from None
+    with io.TextIOWrapper(io.BytesIO(data), encoding="utf-8") as fh:  # universal newlines, as before
         return [line.rstrip("\n").rstrip("\r") for line in fh]
 
 
@@ -266,9 +277,7 @@ def _download_multi30k(names: list[str]):
                 continue
             with urllib.request.urlopen(MULTI30K_URL.format(name=name), timeout=30) as resp:
                 data = gzip.decompress(resp.read())
-            tmp = dest / f".{name}.tmp{os.getpid()}"
-            tmp.write_bytes(data)
-            os.replace(tmp, dest / name)
+            write_atomic(dest / name, lambda tmp: tmp.write_bytes(data))
 
     return fetch
 
@@ -287,8 +296,13 @@ def build_multi30k(data_dir: str | None, cache_dir: str | None, seed: int, **par
     names = [f"{stem}.{lang}" for stem in splits.values() for lang in (p["src_lang"], p["tgt_lang"])]
     folder = materialize(names, subdir="multi30k", data_dir=data_dir, cache_dir=cache_dir, dataset="multi30k",
                          download=_download_multi30k(names))
-    texts = {s: (read_lines(folder / f"{stem}.{p['src_lang']}"), read_lines(folder / f"{stem}.{p['tgt_lang']}"))
-             for s, stem in splits.items()}
+    texts = {}
+    for split, stem in splits.items():
+        src, tgt = folder / f"{stem}.{p['src_lang']}", folder / f"{stem}.{p['tgt_lang']}"
+        texts[split] = (read_lines(src), read_lines(tgt))
+        if len(texts[split][0]) != len(texts[split][1]):
+            raise corrupt(tgt, f"{len(texts[split][1])} lines, but the source side {origin(src)} has "
+                               f"{len(texts[split][0])}; the sides must be line-aligned")
     return TranslationDataModule(texts, cache_dir=cache_dir, name="multi30k", shuffle_seed=seed, **_dm_kwargs(p))
 
 
@@ -310,7 +324,7 @@ def build_parallel(data_dir: str | None, cache_dir: str | None, seed: int, **par
             if not path.is_absolute() and data_dir is not None and not path.exists():
                 path = Path(data_dir) / path
             if not path.is_file():
-                raise FileNotFoundError(f"dataset 'parallel': {key}={p[key]!r}: file not found ({path})")
+                raise DataMissing(f"dataset 'parallel': {key}={p[key]!r}: file not found ({path})")
             pair.append(read_lines(path))
         if len(pair[0]) != len(pair[1]):
             raise ValueError(f"dataset 'parallel': {split}_src has {len(pair[0])} lines but {split}_tgt has {len(pair[1])}")
