@@ -219,15 +219,31 @@ class ViT(nn.Module):
 
 
 # --------------------------------------------------------------------------- CNNs
+_MEMORY_FORMATS = ("auto", "channels_last", "contiguous")
+
+
 class SmallResNet(torchvision.models.ResNet):
     """torchvision's ResNet (BasicBlock; ``layers=(2, 2, 2, 2)`` is ResNet-18) for small images:
     a 3x3 stride-1 stem and no max-pool (CIFAR-style), input channels from the data, and stage
     widths ``base_channels * (1, 2, 4, 8)`` (64 = torchvision's). Reuses torchvision's ``_make_layer``
-    and forward; only the fixed-width constructor is replaced."""
+    and forward; only the fixed-width constructor is replaced.
+
+    ``memory_format`` picks the layout of weights and activations, decided at each forward from
+    the input's device: ``"auto"`` runs channels_last (NHWC, the layout tensor cores want) on CUDA
+    and NCHW everywhere else; ``"contiguous"`` is NCHW everywhere; ``"channels_last"`` forces NHWC
+    and is refused on a non-CUDA input. On CPU, oneDNN's channels_last backward of strided 1x1
+    convolutions (the ResNet's downsample) is broken on AVX2-only CPUs (torch 2.14.1, in-channels
+    not a multiple of 8): wrong weight gradients, or heap corruption that aborts the process. A
+    self-test cannot guard it (a crash kills the process), so CPU always runs NCHW."""
 
     def __init__(self, channels: int, height: int, width: int, num_classes: int, *, base_channels: int = 64,
-                 layers: tuple[int, ...] | list[int] = (2, 2, 2, 2), zero_init_residual: bool = True) -> None:
+                 layers: tuple[int, ...] | list[int] = (2, 2, 2, 2), zero_init_residual: bool = True,
+                 memory_format: str = "auto") -> None:
         nn.Module.__init__(self)
+        if memory_format not in _MEMORY_FORMATS:
+            raise ValueError(f"memory_format={memory_format!r}; valid: {', '.join(map(repr, _MEMORY_FORMATS))}")
+        self.memory_format = memory_format
+        self._channels_last = False  # the layout the weights are in now
         if len(layers) != 4 or any(not isinstance(n, int) or n < 1 for n in layers):
             raise ValueError(f"layers={layers!r}: expected 4 positive ints (ResNet-18: [2, 2, 2, 2])")
         if not isinstance(base_channels, int) or base_channels < 1:
@@ -255,12 +271,25 @@ class SmallResNet(torchvision.models.ResNet):
             for m in self.modules():
                 if isinstance(m, torchvision.models.resnet.BasicBlock):
                     nn.init.constant_(m.bn2.weight, 0)
-        # NHWC weights and activations: the same maths, ~20% faster convolutions on CPU (oneDNN)
-        # and the layout tensor cores want on a GPU
-        self.to(memory_format=torch.channels_last)
+
+    def layout_for(self, device: torch.device) -> torch.memory_format:
+        """The memory format this network runs in on ``device`` (see the class docstring)."""
+        if device.type == "cuda":
+            return torch.contiguous_format if self.memory_format == "contiguous" else torch.channels_last
+        if self.memory_format == "channels_last":
+            raise ValueError(f"memory_format='channels_last' is only verified on CUDA, got a {device.type} input "
+                             "(oneDNN's channels_last conv backward gives wrong gradients on AVX2 CPUs); "
+                             "valid here: 'auto', 'contiguous'")
+        return torch.contiguous_format
 
     def forward(self, x: Tensor) -> Tensor:
-        return super().forward(x.contiguous(memory_format=torch.channels_last))  # (B, classes)
+        layout = self.layout_for(x.device)
+        channels_last = layout == torch.channels_last
+        if channels_last != self._channels_last:  # first call on this device: move the weights once,
+            with torch.inference_mode(False), torch.no_grad():  # outside inference mode (they stay trainable)
+                self.to(memory_format=layout)
+            self._channels_last = channels_last
+        return super().forward(x.contiguous(memory_format=layout))  # (B, classes)
 
 
 class PlainCNN(nn.Module):
