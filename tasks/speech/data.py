@@ -22,8 +22,9 @@ Datasets (``DATASETS``; every one is a :class:`SpeechDataModule`):
   formant-like "phones", so a model that ignores order and context is at chance.
 
 Features (log-mel or MFCC, 25 ms / 10 ms, per-utterance normalisation) are computed once and
-cached (``<cache_dir>/speech/<dataset>-<hash of the params>.pt``); synthetic data is
-regenerated (it is fast and needs no cache).
+cached (``<cache_dir>/speech/<dataset>-<hash of the params>.pt``, rebuilt when the size or mtime
+of a source audio file changes); synthetic data is regenerated (it is fast and needs no cache).
+An unreadable wav raises :class:`~tasks.common.data.DataCorrupt` naming the data-dir file.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from tasks.common.data import SplitDataModule, default_cache_dir, file_lock, materialize, pad_sequences
+from tasks.common.data import (DataMissing, SplitDataModule, corrupt, default_cache_dir, file_lock, file_stamp, materialize,
+                               pad_sequences, reading, write_atomic)
 from tasks.speech.features import FeatureConfig, extract, frame_labels
 
 __all__ = [
@@ -195,6 +197,11 @@ class SpeechDataModule(SplitDataModule):
         """What identifies the cached features besides the feature and form settings."""
         return {}
 
+    def source_stamp(self) -> str | None:
+        """A :func:`~tasks.common.data.file_stamp` of the audio files the features are made from:
+        cached features made from other files are rebuilt (None: no source found, use them)."""
+        return None
+
     # -- building ----------------------------------------------------------------------
     def _build(self) -> dict[str, Any]:
         utts, names, sr = self.utterances()
@@ -229,14 +236,17 @@ class SpeechDataModule(SplitDataModule):
         if path is None:
             built = self._build()
         else:
+            stamp = self.source_stamp()
             with file_lock(path.with_suffix(".lock")):
+                built = None
                 if path.is_file():
-                    built = torch.load(path, weights_only=True)
-                else:
-                    built = self._build()
-                    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-                    torch.save(built, tmp)
-                    os.replace(tmp, path)
+                    try:
+                        built = torch.load(path, weights_only=True)
+                    except Exception:  # noqa: BLE001 - a damaged cache entry (ours, derived): rebuild it
+                        path.unlink()
+                if built is None or (stamp is not None and built.get("sources") != stamp):
+                    built = {**self._build(), "sources": stamp}
+                    write_atomic(path, lambda tmp: torch.save(built, tmp))
         self.label_names = list(built["labels"])
         return {s: _Items(built["splits"][s]) for s in SPLITS}
 
@@ -324,11 +334,16 @@ def _download_fsdd(dest: Path) -> None:
 
 
 def _read_wav(path: Path, expected_rate: int) -> Tensor:
+    """A mono float32 waveform; an unreadable file or another sample rate is
+    :class:`~tasks.common.data.DataCorrupt` naming the data-dir file."""
     import soundfile
 
-    wave, sr = soundfile.read(str(path), dtype="float32", always_2d=False)
+    with reading(path):
+        wave, sr = soundfile.read(str(path), dtype="float32", always_2d=False)
     if sr != expected_rate:
-        raise ValueError(f"{path}: sample rate {sr} Hz, expected {expected_rate} Hz")
+        raise corrupt(path, f"sample rate {sr} Hz, expected {expected_rate} Hz")
+    if wave.ndim not in (1, 2) or wave.shape[0] == 0:
+        raise corrupt(path, f"no audio samples (shape {wave.shape})")
     if wave.ndim == 2:
         wave = wave.mean(1)
     return torch.from_numpy(wave)
@@ -349,13 +364,24 @@ class FSDDDataModule(SpeechDataModule):
         self.speakers, self.val_fraction, self.split_seed = speakers, float(val_fraction), int(split_seed)
         self.files = fsdd_split(fsdd_files(speakers), self.val_fraction, self.split_seed)  # validates val_fraction
 
+    def _materialize(self) -> Path:
+        """The cache folder holding every file (copied from ``data_dir`` when they changed)."""
+        files = [f for s in SPLITS for f in self.files[s]]
+        return materialize(files, subdir="fsdd", data_dir=self.data_dir, cache_dir=self.cache_dir, dataset="fsdd",
+                           download=_download_fsdd)
+
     def cache_params(self) -> dict[str, Any]:
         return {"speakers": self.speakers, "val_fraction": self.val_fraction, "split_seed": self.split_seed}
 
+    def source_stamp(self) -> str | None:
+        try:
+            root = self._materialize()  # the cache copies change whenever their data-dir files do
+        except DataMissing:
+            return None
+        return file_stamp(root / f for s in SPLITS for f in self.files[s])
+
     def utterances(self) -> tuple[dict[str, list[Utterance]], list[str], int]:
-        files = [f for s in SPLITS for f in self.files[s]]
-        root = materialize(files, subdir="fsdd", data_dir=self.data_dir, cache_dir=self.cache_dir, dataset="fsdd",
-                           download=_download_fsdd)
+        root = self._materialize()
         utts = {s: [(_read_wav(root / f, FSDD_RATE), int(Path(f).stem.split("_")[0])) for f in self.files[s]]
                 for s in SPLITS}
         return utts, [str(d) for d in range(10)], FSDD_RATE
@@ -387,6 +413,10 @@ class SpeechCommandsDataModule(SpeechDataModule):
     def cache_params(self) -> dict[str, Any]:
         return {"version": self.version, "max_per_class": self.max_per_class}
 
+    def source_stamp(self) -> str | None:
+        folder = self._root()[0] / "SpeechCommands" / f"speech_commands_{self.version}"
+        return file_stamp(sorted(p for p in folder.rglob("*") if p.is_file())) if folder.is_dir() else None
+
     def _root(self) -> tuple[Path, bool]:
         """The folder holding ``SpeechCommands/speech_commands_<version>``, and whether it must be downloaded."""
         sub = Path("SpeechCommands") / f"speech_commands_{self.version}"
@@ -403,21 +433,21 @@ class SpeechCommandsDataModule(SpeechDataModule):
         url = f"speech_commands_{self.version}"
         if download and not self.download:
             where = [Path(p) / "SpeechCommands" / url for p in (self.data_dir, root) if p is not None]
-            raise FileNotFoundError(f"speech_commands: none of {', '.join(map(str, where))} exists and download=false")
+            raise DataMissing(f"speech_commands: none of {', '.join(map(str, where))} exists and download=false")
         meta: dict[str, list[tuple[str, str]]] = {}
         for split, subset in (("train", "training"), ("val", "validation"), ("test", "testing")):
             try:
                 ds = SPEECHCOMMANDS(root, url=url, download=download, subset=subset)
             except Exception as err:  # no network, missing list file, ...
                 where = Path(self.data_dir or root) / "SpeechCommands" / url
-                raise FileNotFoundError(
+                raise DataMissing(
                     f"speech_commands: no {where} (torchaudio SPEECHCOMMANDS layout with validation_list.txt "
                     f"and testing_list.txt) and the download failed ({type(err).__name__}: {err})") from err
             download = False
             meta[split] = [ds.get_metadata(i)[0:3:2] for i in range(len(ds))]  # (relpath, label)
         names = sorted({lab for rel, lab in meta["train"]})
         if not names:
-            raise FileNotFoundError(f"speech_commands: no training files under {root / 'SpeechCommands' / url}")
+            raise DataMissing(f"speech_commands: no training files under {root / 'SpeechCommands' / url}")
         index = {n: i for i, n in enumerate(names)}
         if self.max_per_class is not None:
             seen: dict[str, int] = {}
