@@ -249,7 +249,10 @@ def _validate(data: Any, schema: Mapping[str, Any], source: str, path: str, part
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        problems.add(f"{source}: {path or 'the config'} must be a mapping, got {type(data).__name__}")
+        if path:
+            problems.add(f"{source}: {path}={data!r} is invalid: expected a mapping of keys ({', '.join(schema)})")
+        else:
+            problems.add(f"{source}: the config must be a mapping of keys ({', '.join(schema)}), got {type(data).__name__}")
         return {}
     for k in data:
         if k not in schema:
@@ -262,7 +265,7 @@ def _validate(data: Any, schema: Mapping[str, Any], source: str, path: str, part
             if spec.many:
                 items = data.get(key, spec.default if spec.default is not None else [])
                 if not isinstance(items, list):
-                    problems.add(f"{source}: {where} must be a list of mappings, got {type(items).__name__}")
+                    problems.add(f"{source}: {where}={items!r} is invalid: expected a list of mappings")
                     continue
                 out[key] = [_validate(it, spec.fields, source, _where(where, i), False, problems)
                             for i, it in enumerate(items)]

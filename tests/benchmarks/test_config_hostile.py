@@ -115,14 +115,20 @@ HOSTILE = [
     # cell structure
     ("models-empty", {"cells": [_cell(models=[])]}, "cells[0].models", "[]", "'all' or a non-empty list"),
     ("train-fraction-zero", {"train_fraction": 0}, "train_fraction", "0", "a number in (0, 1]"),
-    ("cells-not-list", {"cells": {"task": "toy"}}, "cells", "", "must be a list of mappings"),
+    ("cells-not-list", {"cells": {"task": "toy"}}, "cells", "{'task': 'toy'}", "a list of mappings"),
+    ("cell-not-mapping", {"cells": [3]}, "cells[0]", "3", "a mapping of keys (task, dataset"),
+    ("trainer-not-mapping", {"trainer": 5}, "trainer", "5", "a mapping of keys (max_epochs"),
+    ("cell-trainer-not-mapping", {"cells": [_cell(trainer=[1])]}, "cells[0].trainer", "[1]", "a mapping of keys"),
 ]
 
 
 @pytest.mark.parametrize("changes,key,value,allowed", [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
 def test_hostile_value_is_refused_naming_key_value_and_choices(changes, key, value, allowed):
     cfg = _suite(**{k: v for k, v in changes.items() if k != "trainer"})
-    cfg["trainer"].update(changes.get("trainer", {}))
+    if isinstance(changes.get("trainer"), dict):
+        cfg["trainer"].update(changes["trainer"])
+    elif "trainer" in changes:
+        cfg["trainer"] = changes["trainer"]
     with pytest.raises(ConfigError) as info:
         validate_suite(cfg, source="x.yaml")
     msg = str(info.value)
