@@ -20,6 +20,7 @@ stacks a batch and normalises it with the training set's per-channel mean and st
 from __future__ import annotations
 
 import functools
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -28,7 +29,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from tasks.common.data import SplitDataModule, materialize
+from tasks.common.data import SplitDataModule, corrupt, materialize, origin, reading
 
 __all__ = [
     "AUGMENTS",
@@ -194,6 +195,44 @@ TORCHVISION_SOURCES: dict[str, tuple[str, str, list[str], str, list[str]]] = {
 }
 
 
+_IDX_ITEM_BYTES = {0x08: 1, 0x09: 1, 0x0B: 2, 0x0C: 4, 0x0D: 4, 0x0E: 8}  # IDX type code -> bytes per item
+
+
+def _check_idx(path: Path) -> int:
+    """Check an IDX file's header against its size (before torchvision reads it); returns its
+    item count. A bad file is :class:`~tasks.common.data.DataCorrupt` naming the data-dir file."""
+    with reading(path), open(path, "rb") as fh:
+        head = fh.read(4)
+        size = os.fstat(fh.fileno()).st_size
+        if len(head) < 4 or head[:2] != b"\0\0" or head[2] not in _IDX_ITEM_BYTES or not 1 <= head[3] <= 3:
+            raise corrupt(path, f"not an IDX file (magic bytes {head.hex() or 'missing'})")
+        raw = fh.read(4 * head[3])
+    if len(raw) < 4 * head[3]:
+        raise corrupt(path, "IDX header is truncated")
+    dims = [int.from_bytes(raw[4 * i:4 * i + 4], "big") for i in range(head[3])]
+    want = 4 + 4 * len(dims) + math.prod(dims) * _IDX_ITEM_BYTES[head[2]]
+    if size != want:
+        raise corrupt(path, f"IDX header says shape {tuple(dims)} ({want} bytes) but the file has {size} bytes")
+    return dims[0]
+
+
+def _check_files(cls: type, dest: Path, files: list[str]) -> None:
+    """Before torchvision parses ``files`` in ``dest``: IDX sizes (and equal image/label counts),
+    and the release MD5 of CIFAR's pickles (so that a crafted pickle is never loaded)."""
+    from torchvision.datasets.utils import check_integrity
+
+    for name, md5 in [*getattr(cls, "train_list", []), *getattr(cls, "test_list", [])] + (
+            [(cls.meta["filename"], cls.meta["md5"])] if hasattr(cls, "meta") else []):
+        if not check_integrity(str(dest / name), md5):
+            raise corrupt(dest / name, "MD5 differs from the release file (damaged or modified; this pickle "
+                                       "is only loaded after the check)")
+    idx = [f for f in files if "idx" in f]
+    for images, labels in zip(idx[0::2], idx[1::2]):
+        n_img, n_lab = _check_idx(dest / images), _check_idx(dest / labels)
+        if n_img != n_lab:
+            raise corrupt(dest / labels, f"{n_lab} labels for {n_img} images in {origin(dest / images)}")
+
+
 class TorchvisionImages(ImageDataModule):
     """MNIST / Fashion-MNIST / CIFAR-10 via ``torchvision.datasets`` (``download=False`` on a
     cache filled from ``data_dir``; with no copy anywhere, torchvision downloads into the cache).
@@ -233,10 +272,12 @@ class TorchvisionImages(ImageDataModule):
 
         dest = materialize(files, subdir=folder, data_dir=self.data_dir, cache_dir=self.cache_dir,
                            dataset=self.name, download=fetch if self.download else None)
+        _check_files(cls, dest, files)
         root = str(dest.parent)
         out = {}
         for split, train in (("train", True), ("test", False)):
-            ds = cls(root, train=train, download=False)
+            with reading(dest):
+                ds = cls(root, train=train, download=False)
             data = torch.as_tensor(ds.data)  # (N, H, W) MNIST-like, (N, H, W, C) CIFAR
             images = data[:, None] if data.ndim == 3 else data.permute(0, 3, 1, 2)  # (N, C, H, W)
             out[split] = (images.contiguous().to(torch.uint8), torch.as_tensor(ds.targets, dtype=torch.long))
