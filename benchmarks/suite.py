@@ -47,10 +47,13 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from benchmarks.schema import (ConfigError, Field, Problems, Section, check_value, load_yaml, parse_override,
                                set_path, validate)
+
+if TYPE_CHECKING:
+    from tasks.common.registry import Bounds
 
 #: a suite name is a name, never a path: results go to results/<suite>/
 SUITE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -108,6 +111,9 @@ SUITE_SCHEMA = {
                               "with their default configs; output in <out>/bench/NAME"),
 }
 
+#: the most seeds a count may ask for: more is surely a typo, and would build that many cells
+MAX_SEEDS = 10_000
+
 #: suite-level keys a command-line --set makes win over the cells' own values
 _CELL_OVERRIDABLE = ("seeds", "train_fraction")
 
@@ -136,9 +142,9 @@ class Cell:
 
 
 def _seeds(value: Any, where: str, source: str) -> list[int]:
-    """``seeds``: a count n >= 1 (seeds 0..n-1) or a non-empty list of distinct ints >= 0."""
-    expected = "expected a count >= 1 or a non-empty list of distinct ints >= 0"
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+    """``seeds``: a count n in 1..MAX_SEEDS (seeds 0..n-1) or a non-empty list of distinct ints >= 0."""
+    expected = f"expected a count in 1..{MAX_SEEDS} or a non-empty list of distinct ints >= 0"
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SEEDS:
         return list(range(value))
     if (isinstance(value, list) and value and all(isinstance(s, int) and not isinstance(s, bool) for s in value)
             and min(value) >= 0):
@@ -161,7 +167,7 @@ def _fractions(value: Any, where: str, source: str) -> list[float]:
     return [float(v) for v in vals]
 
 
-def _param_field(name: str, default: Any, declared: Any) -> Field:
+def _param_field(name: str, default: Any, declared: Mapping[str, Bounds] | None) -> Field:
     """The :class:`Field` a registered parameter follows: the type of its default, the bounds
     of :func:`tasks.common.registry.param_bounds`."""
     from tasks.common.registry import param_bounds
@@ -186,7 +192,7 @@ def _kind_of(default: Any) -> str:
 
 
 def _merge_params(defaults: dict, overrides: Any, where: str, source: str, what: str,
-                  bounds: Any = None) -> dict:
+                  bounds: Mapping[str, Bounds] | None = None) -> dict:
     """The defaults with ``overrides`` applied, every override checked (unknown key, type,
     range, choices: all problems in one error). The values are kept as given, so that cell
     ids do not change with a check."""

@@ -47,10 +47,11 @@ HOSTILE = [
     ("suite-empty", {"suite": ""}, "suite", "''", "not a path"),
     ("suite-int", {"suite": 3}, "suite", "3", "a name matching"),
     # seeds
-    ("seeds-negative-count", {"seeds": -1}, "seeds", "-1", "a count >= 1"),
+    ("seeds-negative-count", {"seeds": -1}, "seeds", "-1", "a count in 1..10000"),
     ("seeds-negative-item", {"seeds": [0, -3]}, "seeds", "[0, -3]", "distinct ints >= 0"),
-    ("seeds-bool", {"seeds": True}, "seeds", "True", "a count >= 1"),
-    ("seeds-float", {"seeds": 2.5}, "seeds", "2.5", "a count >= 1"),
+    ("seeds-bool", {"seeds": True}, "seeds", "True", "a count in 1..10000"),
+    ("seeds-float", {"seeds": 2.5}, "seeds", "2.5", "a count in 1..10000"),
+    ("seeds-huge", {"seeds": 10**9}, "seeds", "1000000000", "a count in 1..10000"),
     ("seeds-repeated", {"seeds": [1, 1]}, "seeds", "[1, 1]", "repeated seeds"),
     ("cell-seeds-negative", {"cells": [_cell(seeds=[-1])]}, "cells[0].seeds", "[-1]", "distinct ints >= 0"),
     # trainer keys
@@ -158,7 +159,7 @@ def test_every_problem_is_listed_in_one_error():
 def test_a_single_problem_keeps_the_one_line_format():
     with pytest.raises(ConfigError) as info:
         validate_suite(_suite(seeds=0), source="x.yaml")
-    assert str(info.value) == ("x.yaml: seeds=0 is invalid: expected a count >= 1 or a non-empty list of "
+    assert str(info.value) == ("x.yaml: seeds=0 is invalid: expected a count in 1..10000 or a non-empty list of "
                                "distinct ints >= 0")
 
 
