@@ -78,8 +78,7 @@ _READ_ERRORS = (OSError, EOFError, ValueError, TypeError, KeyError, IndexError, 
 
 @contextlib.contextmanager
 def reading(path: str | os.PathLike) -> Iterator[None]:
-    """Run a parser of ``path``: an absent file raises :class:`DataMissing`, any parse or I/O
-    error :class:`DataCorrupt`, both naming the data-dir file (one line, no traceback needed)."""
+    """Around a parser of ``path``: absent -> :class:`DataMissing`, unreadable -> :class:`DataCorrupt`."""
     try:
         yield
     except (DataMissing, DataCorrupt):
@@ -98,7 +97,7 @@ SAFE_PICKLE_GLOBALS: frozenset[tuple[str, str]] = frozenset(
     + [(b, n) for b in ("builtins", "__builtin__") for n in "list dict set frozenset tuple int float complex bool "
        "str bytes bytearray object unicode long".split()]
     + [("numpy", "ndarray"), ("numpy", "dtype"), ("collections", "defaultdict"), ("collections", "OrderedDict"),
-       ("copy_reg", "_reconstructor"), ("copyreg", "_reconstructor")])
+       ("copy_reg", "_reconstructor"), ("copyreg", "_reconstructor"), ("_codecs", "encode")])  # bytes, protocol 2
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
@@ -214,6 +213,7 @@ def materialize(
     src_root = inside(data_dir, subdir, what=f"{dataset}: folder") if data_dir is not None else None
     flat = subdir.replace("/", "_")
     manifest_path = inside(cache, f".{flat}.sources.json", what=f"{dataset}: manifest", data_dir=data_dir)
+    targets = {f: inside(dest, f, what=f"{dataset}: file", data_dir=data_dir) for f in files}  # before any write
     with file_lock(inside(cache, f".{flat}.lock", what=f"{dataset}: lock", data_dir=data_dir)):
         try:
             manifest: dict[str, dict[str, str]] = json.loads(manifest_path.read_text())
@@ -222,7 +222,7 @@ def materialize(
         missing, changed = [], False  # files found nowhere; whether the manifest changed
         try:
             for f in files:
-                target = inside(dest, f, what=f"{dataset}: file", data_dir=data_dir)
+                target = targets[f]
                 cands = [inside(src_root, n, what=f"{dataset}: file") for n in (f, f"{f}.gz")] if src_root else []
                 src = next((c for c in cands if c.is_file()), None)
                 if src is not None:
