@@ -9,8 +9,8 @@ adds the subparser and a handler that returns an exit code):
 * ``attnbench run CONFIG``, ``attnbench report [DIR]``, ``attnbench data [CONFIG]``: the suite
   commands, in :mod:`benchmarks.commands`.
 
-Exit codes: 0 success, 2 usage or config error (a one-line message, no traceback),
-130 interrupted.
+Exit codes: 0 success, 1 failed cells in a run or an unexpected error, 2 usage, config or
+input error (a one-line message, never a traceback), 130 interrupted (Ctrl-C), 143 SIGTERM.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import importlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 __all__ = ["main", "build_parser", "MICRO_BENCHMARKS", "MicroBenchmark", "CliError"]
 
@@ -158,7 +158,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Interrupted:
+    """SIGINT/SIGTERM seen: Lightning turns a KeyboardInterrupt inside ``fit`` into a plain
+    ``sys.exit(1)``, so the signal itself is remembered to report it truthfully."""
+
+    signum: int | None = None
+
+    @classmethod
+    def handler(cls, signum, frame) -> None:
+        cls.signum = signum
+        raise KeyboardInterrupt
+
+
+def _install_signal_handlers() -> list[tuple[int, Any]]:
+    import signal
+
+    old = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            old.append((sig, signal.signal(sig, _Interrupted.handler)))
+        except ValueError:  # not the main thread (e.g. called from a test worker thread)
+            pass
+    return old
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Exit codes: 0 success, 1 a run with failed cells or an unexpected error (one line; set
+    ``ATTNBENCH_DEBUG=1`` for the traceback), 2 a usage, config or input error, 130 interrupted
+    (Ctrl-C), 143 terminated (SIGTERM)."""
+    import os
+    import signal
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -166,14 +196,30 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     from benchmarks.schema import ConfigError
 
+    _Interrupted.signum = None
+    old = _install_signal_handlers()
     try:
         return int(args.handler(args) or 0)
     except (CliError, ConfigError) as exc:
         print(f"attnbench: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("attnbench: interrupted", file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if isinstance(exc, SystemExit) and _Interrupted.signum is None:
+            raise
+        term = _Interrupted.signum == signal.SIGTERM
+        print(f"attnbench: {'terminated' if term else 'interrupted'}", file=sys.stderr)
+        return 143 if term else 130
+    except Exception as exc:  # noqa: BLE001 - one line, never a raw traceback
+        if os.environ.get("ATTNBENCH_DEBUG"):
+            raise
+        where = f" ({exc.filename})" if isinstance(exc, OSError) and getattr(exc, "filename", None) else ""
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"attnbench: error: {type(exc).__name__}{where}: {msg} (ATTNBENCH_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return 1
+    finally:
+        for sig, handler in old:
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from benchmarks.schema import ConfigError
@@ -20,15 +21,40 @@ def _cli_error(msg: str):
 
 
 def _resolve_config(name: str) -> Path:
-    """A path, or the name of a shipped config (``quick`` or ``quick.yaml``)."""
+    """A path, or the name of a shipped config (``quick`` or ``quick.yaml``); the file must be
+    readable UTF-8 text (checked here so that YAML parsing never meets bytes it cannot decode)."""
     p = Path(name)
-    if p.is_file():
-        return p
-    for cand in (CONFIG_DIR / name, CONFIG_DIR / f"{name}.yaml"):
-        if cand.is_file():
-            return cand
-    shipped = ", ".join(sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")))
-    raise _cli_error(f"config file not found: {name} (shipped configs: {shipped})")
+    if not p.is_file():
+        for cand in (CONFIG_DIR / name, CONFIG_DIR / f"{name}.yaml"):
+            if cand.is_file():
+                p = cand
+                break
+        else:
+            if p.is_dir():
+                raise _cli_error(f"config {name}: is a folder, expected a YAML file")
+            shipped = ", ".join(sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")))
+            raise _cli_error(f"config file not found: {name} (shipped configs: {shipped})")
+    try:
+        p.read_bytes().decode("utf-8")
+    except OSError as err:
+        raise _cli_error(f"config {p}: cannot read it: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise _cli_error(f"config {p}: not UTF-8 text (byte {err.start}: {err.object[err.start:err.start + 1]!r}); "
+                         "save it as UTF-8") from None
+    return p
+
+
+def _out_dir(value: str | None, suite: str) -> Path:
+    """The output folder: must be a folder (or not exist yet) that this process can write."""
+    out = Path(value).expanduser() if value else Path("results") / suite
+    if out.exists() and not out.is_dir():
+        raise _cli_error(f"--out {out}: exists and is not a folder")
+    probe = out
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise _cli_error(f"--out {out}: {probe} is not a writable folder")
+    return out
 
 
 def _data_dir(value: str | None) -> Path | None:
@@ -63,34 +89,49 @@ def add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retry-failed", action="store_true", help="rerun cells whose record says failed")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, run nothing")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved config (file + --set, defaults filled in) as YAML and exit")
+    p.add_argument("--allow-failures", action="store_true",
+                   help="exit 0 even when cells failed (exploratory use); by default any failed cell "
+                        "or micro-benchmark of this invocation makes the exit code 1")
     p.set_defaults(handler=cmd_run)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Exit codes: 0 every cell of this invocation ok, 1 some failed (0 with
+    ``--allow-failures``), 2 a usage or config error (nothing ran)."""
     from benchmarks.runner import DEFAULT_CACHE, RunOptions, run_micro_benchmarks, run_suite
-    from benchmarks.suite import expand, load_suite
+    from benchmarks.suite import expand, load_suite_with_notices
 
     path = _resolve_config(args.config)
     try:
-        cfg = load_suite(path, args.sets)
+        cfg, notices = load_suite_with_notices(path, args.sets)
     except ConfigError as err:
         raise _cli_error(str(err)) from None
-    out = Path(args.out) if args.out else Path("results") / cfg["suite"]
+    for line in notices:
+        print(f"note: {line}")
+    if args.print_config:
+        import yaml
+
+        print(yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None), end="")
+        return 0
+    out = _out_dir(args.out, cfg["suite"])
+    data_dir = _data_dir(args.data_dir)  # checked before --dry-run: it refuses what run would
+    devices = args.devices
+    if devices is not None:
+        parts = [d.strip() for d in devices.split(",")]
+        if not all(p.isdigit() for p in parts) or (len(parts) == 1 and int(parts[0]) < 1):
+            raise _cli_error(f"--devices {devices!r}: expected a count >= 1 (e.g. 1) or device indices (e.g. 0,1)")
+        devices = int(parts[0]) if len(parts) == 1 else [int(p) for p in parts]
     if args.dry_run:
         cells = expand(cfg)
         print(f"{path}: valid; {len(cells)} cells -> {out}")
         for c in cells:
             print(f"  {c.cell_id}  {c.label}  ({c.family})")
         return 0
-    devices = args.devices
-    if devices is not None:
-        parts = [d.strip() for d in devices.split(",")]
-        if not all(p.isdigit() for p in parts):
-            raise _cli_error(f"--devices {devices!r}: expected a count (e.g. 1) or device indices (e.g. 0,1)")
-        devices = int(parts[0]) if len(parts) == 1 else [int(p) for p in parts]
     opts = RunOptions(
         out=out,
-        data_dir=_data_dir(args.data_dir),
+        data_dir=data_dir,
         cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE,
         force=args.force,
         retry_failed=args.retry_failed,
@@ -98,15 +139,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         devices=devices,
     )
     summary = run_suite(cfg, opts, source=str(path))
-    run_micro_benchmarks(cfg, opts)
-    print(f"ran {summary.ran} cells ({len(summary.failed)} failed), skipped {summary.skipped} finished ones")
+    bench_failed = run_micro_benchmarks(cfg, opts)
+    elsewhere = f", {summary.elsewhere} left to another run" if summary.elsewhere else ""
+    print(f"ran {summary.ran} cells ({len(summary.failed)} failed), skipped {summary.skipped} finished ones{elsewhere}")
     for label in summary.failed:
         print(f"  failed: {label}")
+    for name in bench_failed:
+        print(f"  failed: micro-benchmark {name}")
     if not args.no_report:
         from benchmarks.report import write_report
 
         written = write_report(out)
         print(f"report: {written['REPORT.md']}  and  {written['report.html']}")
+    if (summary.failed or bench_failed) and not args.allow_failures:
+        print(f"attnbench: {len(summary.failed) + len(bench_failed)} failed in this run (exit code 1; "
+              "--allow-failures makes it 0)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -122,8 +170,6 @@ def add_report(sub: argparse._SubParsersAction) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from benchmarks.report import run_report_command
 
-    if not Path(args.results_dir).is_dir():
-        raise _cli_error(f"results folder not found: {args.results_dir}")
     return run_report_command(args)
 
 
@@ -171,9 +217,13 @@ def cmd_data(args: argparse.Namespace) -> int:
             info = {k: v for k, v in dm.info.items() if isinstance(v, (int, float, str))}
             kind = "synthetic" if ds.synthetic else "real"
             print(f"ok       {label} ({kind}): {info}  {dm.checksum()}")
-        except Exception as err:  # noqa: BLE001 - report every dataset, then fail
+        except FileNotFoundError as err:  # DataMissing is one: an expected file is absent
             bad += 1
-            print(f"MISSING  {label}: {type(err).__name__}: {err}")
+            print(f"MISSING  {label}: {err}")
+        except Exception as err:  # noqa: BLE001 - present but unreadable (DataCorrupt, ...): report each, then fail
+            bad += 1
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            print(f"CORRUPT  {label}: {reason}")
     return 1 if bad else 0
 
 

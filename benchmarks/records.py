@@ -202,6 +202,10 @@ def environment(device: str | None = None) -> dict[str, Any]:
         "memory_total_bytes": _mem_total(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "torch_threads": torch.get_num_threads(),
+        # float32 arithmetic as configured for the cell (TF32 is switched the same way for
+        # matmuls and cuDNN convolutions, so no model family gets a faster float32 than another)
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32) if on_gpu else None,
         "git_commit": commit,
         "git_dirty": None if status is None else bool(status),
         "argv": sys.argv,

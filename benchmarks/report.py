@@ -33,6 +33,7 @@ Task-specific artefacts in ``rec["extras"]`` are rendered by :data:`EXTRA_RENDER
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import datetime as _dt
 import html as _html
@@ -50,7 +51,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from benchmarks import stats
-from benchmarks.records import load_manifests, load_records
+from benchmarks.records import MANIFEST, RUNS_DIR, load_manifests, load_records
 
 __all__ = [
     "EXTRA_RENDERERS",
@@ -502,12 +503,43 @@ def _manifest_cells(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def analyse(results_dir: str | os.PathLike, confidence: float = CONFIDENCE) -> Analysis:
-    """Load the records and manifests under ``results_dir`` and compute every statistic the
-    report shows (no files written)."""
-    root = Path(results_dir)
+#: Range of bounded metrics (as records store them): confidence intervals are clipped to it.
+METRIC_BOUNDS: dict[str, tuple[float, float]] = {"acc": (0.0, 1.0), "bleu": (0.0, 100.0), "chrf": (0.0, 100.0)}
+
+
+def _roots(results_dir: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+    if isinstance(results_dir, (list, tuple)):
+        if not results_dir:
+            raise ReportError("no results folder given")
+        return [Path(p) for p in results_dir]
+    return [Path(results_dir)]
+
+
+def suite_folders(root: str | os.PathLike, *, skip_reference: bool = True) -> list[Path]:
+    """The suite folders at or under ``root``: folders with a ``suite.json`` or a ``runs/``
+    folder (not searched further). ``skip_reference`` leaves out ``reference/`` sub-folders
+    (committed reference results), so that fresh results are never pooled with them."""
+    root = Path(root)
+    if (root / MANIFEST).is_file() or (root / RUNS_DIR).is_dir():
+        return [root]
+    found: list[Path] = []
     if not root.is_dir():
-        raise ReportError(f"results folder {root} does not exist")
+        return found
+    for child in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if skip_reference and child.name == "reference":
+            continue
+        found.extend(suite_folders(child, skip_reference=skip_reference))
+    return found
+
+
+def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confidence: float = CONFIDENCE) -> Analysis:
+    """Load the records and manifests under ``results_dir`` (one folder, or a list of them for
+    a combined report) and compute every statistic the report shows (no files written)."""
+    roots = _roots(results_dir)
+    for r in roots:
+        if not r.is_dir():
+            raise ReportError(f"results folder {r} does not exist")
+    root = roots[0]
     warns: dict[str, list[str]] = defaultdict(list)
 
     def warn(kind: str, msg: str) -> None:
@@ -515,21 +547,21 @@ def analyse(results_dir: str | os.PathLike, confidence: float = CONFIDENCE) -> A
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        records = load_records(root)
-        manifests = load_manifests(root)
+        records = [rec for r in roots for rec in load_records(r)]
+        manifests = [m for r in roots for m in load_manifests(r)]
     for w in caught:
         warn("unreadable", str(w.message))
     if not records and not manifests:
-        raise ReportError(f"no attnbench result records or suite manifests under {root}")
+        raise ReportError(f"no attnbench result records or suite manifests under {', '.join(map(str, roots))}")
 
     def rel(rec: dict[str, Any]) -> str:
         p = rec.get("_path")
         if not p:
             return "?"
-        try:
-            return str(Path(p).relative_to(root.resolve()))
-        except ValueError:
-            return str(p)
+        for r in roots:
+            with contextlib.suppress(ValueError):
+                return str(Path(p).relative_to(r.resolve()))
+        return str(p)
 
     suites = sorted({str(r.get("suite")) for r in records} | {str(c["suite"]) for c in _manifest_cells(manifests)})
     multi = len(suites) > 1
@@ -638,7 +670,7 @@ def analyse(results_dir: str | os.PathLike, confidence: float = CONFIDENCE) -> A
                 values.append(v)
                 seeds.append(r.get("seed"))
             m.values, m.seeds = values, seeds
-            m.summary = stats.summarize(values, confidence)
+            m.summary = stats.summarize(values, confidence, bounds=METRIC_BOUNDS.get(metric))
             m.cost = _aggregate_cost(m, warn, where)
             for r in m.failed:
                 warn("failed", f"{_cell_label(r.get('task'), r.get('dataset'), r.get('model'), r.get('seed'), m.suite if multi else None)} "
@@ -751,6 +783,10 @@ def _environment_blocks(an: Analysis) -> list[Any]:
                        ("device name", "device_name"), ("platform", "platform"), ("CPU count", "cpu_count"),
                        ("torch threads", "torch_threads")):
         rows.append([label, _distinct(e.get(key) for e in envs)])
+    rows.append(["precision", _distinct(((r.get("config") or {}).get("trainer") or {}).get("precision", "32-true")
+                                        for r in recs)])
+    if any(e.get("float32_matmul_precision") for e in envs):
+        rows.append(["float32 matmul", _distinct(e.get("float32_matmul_precision") for e in envs)])
     rows.append(["git commit", commit_txt])
     blocks: list[Any] = [_H(2, "Environment", "environment"), _Table(["", "value"], rows)]
     differ = [r[0] for r in rows if str(r[1]).startswith("DIFFER")]
@@ -1362,11 +1398,16 @@ def write_report(
 
     Returns ``{path relative to out_dir: absolute path}`` of every file written. Raises
     :class:`ReportError` when there is nothing to report on."""
-    an = analyse(results_dir, confidence)
+    roots = _roots(results_dir)
+    if out_dir is None and len(roots) > 1:
+        raise ReportError("a report of several results folders needs --out DIR (where to write it)")
+    an = analyse(roots, confidence)
     from benchmarks.extras import load_all
 
     load_all()  # the domains' renderers register in EXTRA_RENDERERS
-    out = Path(out_dir) if out_dir is not None else Path(results_dir)
+    out = Path(out_dir) if out_dir is not None else roots[0]
+    source = ", ".join(map(str, roots))
+    results_dir = roots[0]  # where micro-benchmark output is looked for
     out.mkdir(parents=True, exist_ok=True)
     plots_dir = out / "plots"
     written: dict[str, Path] = {}
@@ -1378,7 +1419,7 @@ def write_report(
     pct = int(round(confidence * 100))
     blocks: list[Any] = [
         _H(1, "attnbench report"),
-        _P(f"Generated {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')} from {Path(results_dir)} "
+        _P(f"Generated {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')} from {source} "
            f"({len(an.records)} records). Statistics are over the successful seeds of each model: mean ± sample "
            f"std, and the Student-t {pct}% confidence interval of the mean (undefined with one seed).", "note"),
     ]
@@ -1475,27 +1516,58 @@ def write_report(
 
 # ============================================================================ CLI helpers
 def add_report_arguments(parser) -> None:
-    """Arguments of ``attnbench report``: ``[RESULTS_DIR] [--out DIR] [--bench-dir DIR ...]``."""
-    parser.add_argument("results_dir", nargs="?", default="results", metavar="RESULTS_DIR",
-                        help="a suite folder (results/<suite>) or a folder of suites (default: results)")
-    parser.add_argument("--out", metavar="DIR", default=None, help="where to write the report (default: RESULTS_DIR)")
+    """Arguments of ``attnbench report``: ``[RESULTS_DIR ...] [--out DIR] [--bench-dir DIR ...]``."""
+    parser.add_argument("results_dirs", nargs="*", metavar="RESULTS_DIR",
+                        help="a suite folder (results/<suite>); a folder of suites reports each suite on "
+                             "its own; several folders make one combined report (needs --out). Default: "
+                             "every suite folder under results/ except results/reference, each on its own")
+    parser.add_argument("--out", metavar="DIR", default=None, help="where to write the report (default: the suite folder)")
     parser.add_argument("--bench-dir", dest="bench_dirs", action="append", default=None, metavar="DIR",
                         help="folder with bench_attention.json/.png or bench_complexity.json/.png (repeatable; "
                              "default: RESULTS_DIR, RESULTS_DIR/bench[/NAME], RESULTS_DIR/../bench[/NAME])")
 
 
+def report_targets(results_dirs: Sequence[str], out: str | None) -> list[tuple[list[Path], Path | None]]:
+    """What ``attnbench report`` writes: ``[(folders, out_dir)]``, one report per entry. A report
+    covers one suite folder unless the user names several (then one combined report in
+    ``out``); committed reference results are never pooled with fresh ones."""
+    if not results_dirs:
+        folders = suite_folders("results")
+        if not folders:
+            raise ReportError("no suite folders under results/ (results/reference is left out unless named); "
+                              "name one: attnbench report results/<suite>")
+        return [([f], None) for f in folders] if out is None or len(folders) == 1 else [(folders, Path(out))]
+    for d in results_dirs:
+        if not Path(d).is_dir():
+            raise ReportError(f"results folder not found: {d}")
+    if len(results_dirs) > 1:
+        if out is None:
+            raise ReportError(f"{len(results_dirs)} results folders make one combined report: name where with --out DIR")
+        return [([Path(d) for d in results_dirs], Path(out))]
+    root = Path(results_dirs[0])
+    folders = suite_folders(root, skip_reference=root.name != "reference" and "reference" not in root.parts)
+    if len(folders) <= 1:
+        return [([root], Path(out) if out else None)]
+    if out is not None:
+        raise ReportError(f"{root} holds {len(folders)} suites ({', '.join(f.name for f in folders)}): each is "
+                          "reported in its own folder, so --out does not apply; name the folders to combine them")
+    return [([f], None) for f in folders]
+
+
 def run_report_command(args) -> int:
-    """Handler for ``attnbench report``: writes the report and prints what it wrote. A
+    """Handler for ``attnbench report``: writes each report and prints what it wrote. A
     :class:`ReportError` becomes the CLI's usage error (exit code 2)."""
     try:
-        written = write_report(args.results_dir, args.out, bench_dirs=args.bench_dirs)
+        targets = report_targets(args.results_dirs, args.out)
+        for folders, out in targets:
+            written = write_report(folders if len(folders) > 1 else folders[0], out, bench_dirs=args.bench_dirs)
+            for key in ("REPORT.md", "report.html", "summary.csv"):
+                print(f"wrote {written[key]}")
+            n_plots = sum(1 for k in written if k.startswith("plots/"))
+            if n_plots:
+                print(f"wrote {n_plots} plot(s) in {written['REPORT.md'].parent / 'plots'}")
     except ReportError as exc:
         from benchmarks.cli import CliError
 
         raise CliError(str(exc)) from None
-    for key in ("REPORT.md", "report.html", "summary.csv"):
-        print(f"wrote {written[key]}")
-    n_plots = sum(1 for k in written if k.startswith("plots/"))
-    if n_plots:
-        print(f"wrote {n_plots} plot(s) in {written['REPORT.md'].parent / 'plots'}")
     return 0

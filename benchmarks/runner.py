@@ -1,7 +1,12 @@
 """Run a suite: each cell trains with ``lightning.Trainer``, keeps the best-on-validation
 checkpoint, tests that checkpoint, is measured, and becomes one JSON record written
 atomically. Finished cells are skipped on re-run, a failing cell (exception, NaN, out of
-memory) is recorded as ``failed`` and the matrix goes on."""
+memory) is recorded as ``failed`` and the matrix goes on.
+
+Several runs may share one output folder (two terminals, two GPUs): a run claims a cell
+(:mod:`benchmarks.claims`) before training it and skips cells another live run holds; each run
+keeps its checkpoints in a folder of its own; and a ``failed`` record never replaces an ``ok``
+one that another run wrote meanwhile."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import claims as C
 from benchmarks import records as R
 from benchmarks.measure import PeakMemory, is_oom_error
 from benchmarks.suite import Cell, expand
@@ -49,6 +55,7 @@ class RunSummary:
     skipped: int = 0
     failed: list[str] = field(default_factory=list)
     records: list[Path] = field(default_factory=list)
+    elsewhere: int = 0  # cells another live run was training: left to it
 
 
 # ----------------------------------------------------------------------------- callbacks
@@ -58,7 +65,12 @@ def _callbacks_module():
     import torch
 
     class CellMonitor(L.Callback):
-        """Learning curve, NaN guard, pure train/test compute time, and progress lines."""
+        """Learning curve, NaN guard, pure train/test compute time, and progress lines.
+
+        No host synchronisation per batch: on CUDA each batch is timed by a pair of CUDA events
+        (summed after one synchronisation per epoch), on CPU by the wall clock; the loss is
+        checked for NaN/inf on the device and read once per epoch (a non-finite loss fails the
+        cell at the end of the epoch it appeared in)."""
 
         def __init__(self, metric: str, mode: str, label: str, log, every_s: float) -> None:
             self.metric, self.mode, self.label, self.emit, self.every_s = metric, mode, label, log, every_s
@@ -68,34 +80,83 @@ def _callbacks_module():
             self._t0 = 0.0
             self._fit_start = 0.0
             self._last_print = 0.0
+            self._events: dict[str, list] = {"train": [], "test": []}
+            self._bad_loss = None  # device bool: a non-finite loss was seen this epoch
+            self._first_bad: tuple[int, int] | None = None
             self.best: float | None = None
             self.best_epoch: int | None = None
 
-        def _sync(self, trainer) -> None:
-            if trainer.strategy.root_device.type == "cuda":
-                torch.cuda.synchronize(trainer.strategy.root_device)
+        @staticmethod
+        def _cuda(trainer) -> bool:
+            return trainer.strategy.root_device.type == "cuda"
+
+        def _start(self, trainer, stage: str) -> None:
+            if self._cuda(trainer):
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                self._events[stage].append([ev, None])
+            else:
+                self._t0 = time.perf_counter()
+
+        def _stop(self, trainer, stage: str) -> None:
+            if self._cuda(trainer):
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                self._events[stage][-1][1] = ev
+            else:
+                dt = time.perf_counter() - self._t0
+                if stage == "train":
+                    self.train_time += dt
+                else:
+                    self.test_time += dt
+
+        def _collect(self, stage: str) -> None:
+            """Sum the CUDA event pairs of ``stage`` (one synchronisation)."""
+            pairs = [p for p in self._events[stage] if p[1] is not None]
+            if not pairs:
+                return
+            pairs[-1][1].synchronize()
+            total = sum(a.elapsed_time(b) for a, b in pairs) / 1000.0
+            if stage == "train":
+                self.train_time += total
+            else:
+                self.test_time += total
+            self._events[stage] = []
 
         def on_fit_start(self, trainer, pl_module) -> None:
             self._fit_start = self._last_print = time.perf_counter()
 
+        def on_fit_end(self, trainer, pl_module) -> None:
+            self._collect("train")  # a time cap can end fit inside an epoch
+
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-            self._sync(trainer)
-            self._t0 = time.perf_counter()
+            self._start(trainer, "train")
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            self._sync(trainer)
-            self.train_time += time.perf_counter() - self._t0
+            self._stop(trainer, "train")
             loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-            if loss is not None and not torch.isfinite(loss.detach()).all():
+            if loss is None:
+                return
+            bad = ~torch.isfinite(loss.detach()).all()
+            if self._cuda(trainer):
+                self._bad_loss = bad if self._bad_loss is None else (self._bad_loss | bad)
+            elif bool(bad):
                 raise CellFailure(f"non-finite training loss ({loss.item()}) at epoch {trainer.current_epoch}, batch {batch_idx}")
 
+        def on_train_epoch_end(self, trainer, pl_module) -> None:
+            self._collect("train")
+            if self._bad_loss is not None and bool(self._bad_loss):
+                raise CellFailure(f"non-finite training loss during epoch {trainer.current_epoch}")
+            self._bad_loss = None
+
         def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0) -> None:
-            self._sync(trainer)
-            self._t0 = time.perf_counter()
+            self._start(trainer, "test")
 
         def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
-            self._sync(trainer)
-            self.test_time += time.perf_counter() - self._t0
+            self._stop(trainer, "test")
+
+        def on_test_epoch_end(self, trainer, pl_module) -> None:
+            self._collect("test")
 
         def on_validation_end(self, trainer, pl_module) -> None:
             # on_validation_end, not on_validation_epoch_end: callbacks' epoch-end hooks run
@@ -237,7 +298,8 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
         "started": started,
         "finished": None,
     }
-    ckpt_dir = opts.out / ".checkpoints" / cell.cell_id
+    # A folder of this process's own: a concurrent run on the same --out never touches it.
+    ckpt_dir = opts.out / ".checkpoints" / f"{cell.cell_id}-{os.getpid()}-{id(rec):x}"
     monitor = None
     device = "cpu"
     try:
@@ -380,14 +442,29 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "") -> RunSum
     for k, cell in enumerate(todo, 1):
         elapsed = time.perf_counter() - t_start
         eta = "" if k == 1 else f", ETA {elapsed / (k - 1) * (len(todo) - k + 1) / 60:.1f} min"
-        log(f"[{k}/{len(todo)}] {cell.label} ({cell.family}){eta}")
-        rec = run_cell(cell, suite, opts)
-        path = R.write_json_atomic(R.record_path(opts.out, rec), rec)
+        target = R.record_path(opts.out, {"task": cell.task, "dataset": cell.dataset, "model": cell.model,
+                                          "seed": cell.seed, "cell_id": cell.cell_id})
+        held = C.claim(C.claim_path(target))
+        if held is None:
+            summary.elsewhere += 1
+            log(f"[{k}/{len(todo)}] {cell.label}: another run is training it, left to that run")
+            continue
+        with held:
+            prev = _on_disk(target)
+            seen = done.get(cell.cell_id)
+            if prev is not None and not _should_run(prev, opts, seen):
+                summary.skipped += 1
+                log(f"[{k}/{len(todo)}] {cell.label}: finished by another run meanwhile, skipped")
+                continue
+            log(f"[{k}/{len(todo)}] {cell.label} ({cell.family}){eta}")
+            rec = run_cell(cell, suite, opts)
+            summary.ran += 1
+            path = _store(target, rec, opts, seen, log)
         old = done.get(cell.cell_id)
-        if old and old.get("_path") and Path(old["_path"]) != path:
+        if path is not None and old and old.get("_path") and Path(old["_path"]) != path:
             Path(old["_path"]).unlink(missing_ok=True)
-        summary.ran += 1
-        summary.records.append(path)
+        if path is not None:
+            summary.records.append(path)
         if rec["status"] == "ok":
             m = rec["metric"]["name"]
             log(
@@ -397,15 +474,58 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "") -> RunSum
         else:
             summary.failed.append(cell.label)
             log(f"    -> FAILED: {rec['reason']}")
-    shutil.rmtree(opts.out / ".checkpoints", ignore_errors=True)
+    with contextlib.suppress(OSError):  # only when empty: another run may still be using it
+        (opts.out / ".checkpoints").rmdir()
     return summary
 
 
-def run_micro_benchmarks(cfg: dict[str, Any], opts: RunOptions) -> None:
+def _on_disk(path: Path) -> dict[str, Any] | None:
+    """The record at ``path`` as it is now (another run may have written it), or ``None``."""
+    import json
+
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _same_record(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """Whether two loaded records are the same write (another run has not replaced it)."""
+    if a is None or b is None:
+        return a is b
+    return all(a.get(k) == b.get(k) for k in ("status", "started", "finished"))
+
+
+def _should_run(prev: dict[str, Any], opts: RunOptions, seen: dict[str, Any] | None) -> bool:
+    """Whether a cell whose record ``prev`` is on disk now still needs this run to train it;
+    ``seen`` is the record this run found when it started (another run may have written since)."""
+    if not _same_record(prev, seen):
+        return False  # written by another run while this one was going: it is fresh
+    if prev.get("status") == "ok":
+        return opts.force
+    return opts.force or opts.retry_failed
+
+
+def _store(path: Path, rec: dict[str, Any], opts: RunOptions, seen: dict[str, Any] | None, log) -> Path | None:
+    """Write ``rec`` atomically, unless it is a failure and an ``ok`` record is there that this
+    run did not mean to replace (written by another run since this one started, or kept
+    because the user did not ask for ``--force``)."""
+    prev = _on_disk(path)
+    if rec["status"] != "ok" and prev is not None and prev.get("status") == "ok":
+        if not opts.force or not _same_record(prev, seen):
+            log(f"    (kept the ok record at {path}; this attempt failed: {rec['reason']})")
+            return None
+    return R.write_json_atomic(path, rec)
+
+
+def run_micro_benchmarks(cfg: dict[str, Any], opts: RunOptions) -> list[str]:
     """The suite's ``micro_benchmarks`` (default configs) into ``<out>/bench/<name>``; a finished
-    one is skipped unless ``force``; a failure is reported and the rest goes on."""
+    one is skipped unless ``force``; a failure is reported and the rest goes on. Returns the
+    names of those that failed (an exception or a non-zero exit code)."""
     from benchmarks.cli import CONFIG_DIR, MICRO_BENCHMARKS
 
+    failed: list[str] = []
     for name in cfg.get("micro_benchmarks", []):
         bench = MICRO_BENCHMARKS[name]
         out = opts.out / "bench" / name
@@ -417,5 +537,8 @@ def run_micro_benchmarks(cfg: dict[str, Any], opts: RunOptions) -> None:
             code = bench.run(config=CONFIG_DIR / bench.default_config, out=out, device=None, dtype=None, sets=[])
             if code:
                 opts.log(f"micro-benchmark {name!r} exited with code {code}")
+                failed.append(name)
         except Exception as err:  # noqa: BLE001 - the suite's results stand without it
             opts.log(f"micro-benchmark {name!r} FAILED: {type(err).__name__}: {err}")
+            failed.append(name)
+    return failed

@@ -126,7 +126,10 @@ class Summary:
         return asdict(self)
 
 
-def summarize(values: Iterable[float], confidence: float = 0.95) -> Summary:
+def summarize(values: Iterable[float], confidence: float = 0.95,
+              bounds: tuple[float | None, float | None] | None = None) -> Summary:
+    """``bounds``: the range of a bounded metric (accuracy in [0, 1]): the interval is clipped
+    to it, since a t-interval of few seeds near 100% would otherwise claim the impossible."""
     _check_confidence(confidence)
     arr = _values(values)
     n = int(arr.size)
@@ -137,7 +140,13 @@ def summarize(values: Iterable[float], confidence: float = 0.95) -> Summary:
         return Summary(1, m, None, None, None, confidence)
     sd = float(arr.std(ddof=1))
     half = t_quantile(confidence, n - 1) * sd / math.sqrt(n)
-    return Summary(n, m, sd, m - half, m + half, confidence)
+    lo, hi = m - half, m + half
+    if bounds is not None:
+        if bounds[0] is not None:
+            lo = max(lo, float(bounds[0]))
+        if bounds[1] is not None:
+            hi = min(hi, float(bounds[1]))
+    return Summary(n, m, sd, lo, hi, confidence)
 
 
 @dataclass(frozen=True)

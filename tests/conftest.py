@@ -1,6 +1,6 @@
 """Shared test fixtures.
 
-``shared_data``: the folder of real datasets (``$ATTNBENCH_SHARED_DATA`` or ``../shared/data``
+``shared_data``: the folder of real datasets (``$ATTNBENCH_DATA``, the variable the CLI reads for ``--data-dir``, or ``../shared/data``
 beside the repository); tests that need it skip cleanly when it is absent. Treat it as
 read-only: loaders copy or decompress into ``tmp_path``.
 """
@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def shared_data_root() -> Path | None:
-    env = os.environ.get("ATTNBENCH_SHARED_DATA")
+    env = os.environ.get("ATTNBENCH_DATA")
     root = Path(env) if env else REPO.parent / "shared" / "data"
     return root if root.is_dir() else None
 
@@ -26,5 +26,5 @@ def shared_data():
     """The shared data folder, or skip the test when it is absent."""
     root = shared_data_root()
     if root is None:
-        pytest.skip("../shared/data (or $ATTNBENCH_SHARED_DATA) is absent")
+        pytest.skip("../shared/data (or $ATTNBENCH_DATA) is absent")
     return root

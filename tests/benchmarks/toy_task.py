@@ -1,9 +1,10 @@
 """A tiny task for runner tests: linearly separable points, a linear model, and models that
-fail on purpose (raise, NaN, out of memory)."""
+fail on purpose (raise, NaN, out of memory) or run slowly (to be interrupted)."""
 
 from __future__ import annotations
 
 import hashlib
+import time
 
 import lightning as L
 import torch
@@ -66,6 +67,9 @@ class Broken(nn.Module):
             raise RuntimeError("deliberately broken model")
         if self.kind == "oom":
             raise RuntimeError("CUDA out of memory. Tried to allocate 1 TiB")
+        if self.kind == "slow":  # trains normally, 50 ms per call: long enough to be interrupted
+            time.sleep(0.05)
+            return self.lin(x)
         return self.lin(x) * float("nan")
 
 
