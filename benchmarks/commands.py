@@ -83,8 +83,8 @@ def add_run(sub: argparse._SubParsersAction) -> None:
                    help="override a config key (dotted path, value as YAML), e.g. --set trainer.max_epochs=5; repeatable")
     p.add_argument("--out", metavar="DIR", help="output folder (default: results/<suite>)")
     _add_data_options(p)
-    p.add_argument("--accelerator", choices=("auto", "cpu", "gpu", "cuda"), help="override trainer.accelerator")
-    p.add_argument("--devices", help="override trainer.devices (e.g. 1, or 0,1)")
+    p.add_argument("--accelerator", choices=("auto", "cpu", "gpu", "cuda"), help="override trainer.accelerator (as --set, so part of the cell ids)")
+    p.add_argument("--devices", help="override trainer.devices (e.g. 1, or 0,1; as --set)")
     p.add_argument("--force", action="store_true", help="rerun finished cells too")
     p.add_argument("--retry-failed", action="store_true", help="rerun cells whose record says failed")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
@@ -104,8 +104,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     from benchmarks.suite import expand, load_suite_with_notices
 
     path = _resolve_config(args.config)
+    sets = list(args.sets)
+    # --accelerator/--devices are overrides like any --set: they enter each cell's config and
+    # so its id (a GPU run never takes a CPU record for its own)
+    if args.accelerator:
+        sets.append(f"trainer.accelerator={args.accelerator}")
+    if args.devices is not None:
+        parts = [d.strip() for d in args.devices.split(",")]
+        if not all(p.isdigit() for p in parts) or (len(parts) == 1 and int(parts[0]) < 1):
+            raise _cli_error(f"--devices {args.devices!r}: expected a count >= 1 (e.g. 1) or device indices (e.g. 0,1)")
+        sets.append(f"trainer.devices={parts[0] if len(parts) == 1 else '[' + ','.join(parts) + ']'}")
     try:
-        cfg, notices = load_suite_with_notices(path, args.sets)
+        cfg, notices = load_suite_with_notices(path, sets)
     except ConfigError as err:
         raise _cli_error(str(err)) from None
     for line in notices:
@@ -117,12 +127,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     out = _out_dir(args.out, cfg["suite"])
     data_dir = _data_dir(args.data_dir)  # checked before --dry-run: it refuses what run would
-    devices = args.devices
-    if devices is not None:
-        parts = [d.strip() for d in devices.split(",")]
-        if not all(p.isdigit() for p in parts) or (len(parts) == 1 and int(parts[0]) < 1):
-            raise _cli_error(f"--devices {devices!r}: expected a count >= 1 (e.g. 1) or device indices (e.g. 0,1)")
-        devices = int(parts[0]) if len(parts) == 1 else [int(p) for p in parts]
     if args.dry_run:
         cells = expand(cfg)
         print(f"{path}: valid; {len(cells)} cells -> {out}")
@@ -135,8 +139,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE,
         force=args.force,
         retry_failed=args.retry_failed,
-        accelerator=args.accelerator,
-        devices=devices,
     )
     summary = run_suite(cfg, opts, source=str(path))
     bench_failed = run_micro_benchmarks(cfg, opts)

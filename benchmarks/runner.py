@@ -263,6 +263,17 @@ def _trainer_kwargs(cell: Cell, opts: RunOptions, ckpt_dir: Path) -> dict[str, A
     return kw
 
 
+def _set_float32_mode(tf32: bool) -> None:
+    """One switch for float32 arithmetic on CUDA: TF32 for matmuls *and* cuDNN convolutions, or
+    for neither (PyTorch's defaults differ: convolutions use TF32, matmuls do not, which would
+    give CNNs a faster float32 than attention and RNNs)."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+
+
 def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
     """Train, select, test and measure one cell; returns its record (ok or failed)."""
     import lightning as L
@@ -304,6 +315,7 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
     device = "cpu"
     try:
         with _quiet_lightning():
+            _set_float32_mode(bool(cell.config["trainer"].get("tf32", False)))
             L.seed_everything(cell.seed, workers=True, verbose=False)
             ds = task.datasets.get(cell.dataset)
             dm = ds.build(opts.data_dir, opts.cache_dir, cell.seed, **cell.config["dataset_params"])

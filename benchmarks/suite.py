@@ -82,7 +82,24 @@ TRAINER_FIELDS = {
     "gradient_clip_val": Field("float", None, nullable=True, minimum=0),
     "check_val_every_n_epoch": Field("int", 1, minimum=1),
     "deterministic": Field("bool", False),
+    "tf32": Field("bool", False, doc="CUDA: TF32 for float32 matmuls and cuDNN convolutions alike (one switch, "
+                  "so no model family gets a faster float32 than another); false: true float32 everywhere"),
 }
+
+#: Trainer keys added after records were first written: left out of a cell's resolved config
+#: (and so of its id) while they keep their default, so existing cell ids stay valid.
+OMIT_WHEN_DEFAULT = {"tf32": False}
+
+
+def resolve_device(accelerator: str) -> str:
+    """The device type a cell will train on: ``cpu`` or ``cuda`` (``auto`` asks torch)."""
+    if accelerator == "cpu":
+        return "cpu"
+    if accelerator in ("gpu", "cuda"):
+        return "cuda"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 CELL_FIELDS = {
     "task": Field("str", doc="task name (attnbench list)"),
@@ -376,6 +393,8 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
         fractions = _fractions(entry["train_fraction"], f"{where}.train_fraction", source) \
             if entry.get("train_fraction") is not None else _fractions(cfg.get("train_fraction", 1.0), "train_fraction", source)
     problems.raise_if_any()
+    trainer = {k: v for k, v in trainer.items() if not (k in OMIT_WHEN_DEFAULT and v == OMIT_WHEN_DEFAULT[k])}
+    device = resolve_device(str(trainer.get("accelerator", "auto")))
     cells = []
     for name, spec in specs.items():
         for fraction in fractions:
@@ -392,5 +411,7 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
                 }
                 if fraction < 1:  # absent at 1.0, so that existing cell ids stay valid
                     config["train_fraction"] = fraction
+                if device != "cpu":  # a GPU cell is never the CPU record of the same config
+                    config["device"] = device
                 cells.append(Cell(cell_id(config), task.name, ds.name, name, spec.family, spec.pattern, seed, config))
     return cells

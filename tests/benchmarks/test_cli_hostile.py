@@ -312,3 +312,19 @@ def test_report_never_pools_reference_results_into_fresh_ones(tmp_path, monkeypa
     # a reference folder named explicitly is reported on its own
     code, _, _ = _run_cli(["report", "results/reference/cpu/toy"], capsys)
     assert code == 0 and "0.25" in (tmp_path / "results/reference/cpu/toy/summary.csv").read_text()
+
+
+# --------------------------------------------------------------------------- what makes a cell distinct
+def test_the_device_and_tf32_are_part_of_a_gpu_cell_id_but_cpu_ids_stay(tmp_path, capsys):
+    from benchmarks.suite import expand, load_suite
+
+    cfg_path = _toy(tmp_path)
+    cpu = expand(load_suite(cfg_path))[0]
+    assert "device" not in cpu.config and "tf32" not in cpu.config["trainer"]
+    gpu = expand(load_suite(cfg_path, ["trainer.accelerator=gpu"]))[0]
+    assert gpu.config["device"] == "cuda" and gpu.cell_id != cpu.cell_id
+    tf32 = expand(load_suite(cfg_path, ["trainer.tf32=true"]))[0]
+    assert tf32.config["trainer"]["tf32"] is True and tf32.cell_id != cpu.cell_id
+    # --accelerator on the command line is an override like --set: the dry run lists the GPU ids
+    code, out, _ = _run_cli(["run", cfg_path, "--dry-run", "--accelerator", "gpu"], capsys)
+    assert code == 0 and gpu.cell_id in out and cpu.cell_id not in out
