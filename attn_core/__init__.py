@@ -6,7 +6,7 @@ graph nodes ``(N, H, D)``; ``edge_index`` ``(2, E)`` with row 0 = source ``j`` a
 row 1 = target ``i`` (node ``i`` attends to its in-neighbours).
 """
 
-from attn_core.functional import attention, attention_probs, masked_softmax, reference_attention
+from attn_core.functional import attention, attention_probs, clear_caches, masked_softmax, reference_attention
 from attn_core.graph import add_self_loops, additive_score, dot_score, graph_attention
 from attn_core.multihead import PATTERNS, MultiHeadAttention
 from attn_core.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
@@ -25,6 +25,7 @@ from attn_core.masks import (
     grid_window_mask,
     mask_to_bias,
     padding_mask,
+    window_allows,
     window_mask,
 )
 
@@ -36,6 +37,7 @@ __all__ = [
     "MultiHeadAttention",
     "PATTERNS",
     "attention",
+    "clear_caches",
     "attention_probs",
     "masked_softmax",
     "AdditiveAttention",
@@ -54,5 +56,6 @@ __all__ = [
     "grid_window_mask",
     "mask_to_bias",
     "padding_mask",
+    "window_allows",
     "window_mask",
 ]

@@ -20,9 +20,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attn_core import _validate as V
-from attn_core.masks import causal_mask, mask_to_bias, window_mask
+from attn_core.masks import causal_mask, mask_to_bias, window_allows, window_mask
 
-__all__ = ["attention", "reference_attention", "attention_probs", "masked_softmax"]
+__all__ = ["attention", "reference_attention", "attention_probs", "masked_softmax", "clear_caches"]
 
 
 # --------------------------------------------------------------------------- reference maths
@@ -208,10 +208,7 @@ def _window_attention_blocked(q, k, v, window, causal, kpm, dropout_p, scale) ->
     # Mask (B|1, nb, bs, nk): band (depends only on the offsets) & key exists & key is real.
     i = torch.arange(bs, device=q.device)[:, None]
     c = torch.arange(nk, device=q.device)[None, :]
-    rel = i - c + w  # i_abs - j_abs inside a block
-    band = rel.abs() <= w
-    if causal:
-        band &= rel >= 0
+    band = window_allows(i - c + w, w, causal)  # i - c + w = i_abs - j_abs inside a block
     j_abs = (torch.arange(nb, device=q.device) * bs - w)[:, None, None] + c  # (nb, 1, nk)
     mask = band & (j_abs >= 0) & (j_abs < lk)  # (nb, bs, nk)
     mask = mask[None]  # (1, nb, bs, nk)
@@ -227,6 +224,20 @@ def _window_attention_blocked(q, k, v, window, causal, kpm, dropout_p, scale) ->
 
 
 # --------------------------------------------------------------------------- truncated: flex
+# Compile strategy (issue 20; measurements in tests/attn_core/test_flex_compile.py's docstring):
+# lengths are padded up to a ladder of bucket sizes (128, 256, 384, 512, 768, ...: < 50% extra,
+# ~16 buckets up to 16k), padded keys are masked out through the key mask and padded query rows
+# dropped; the key mask is always present (all True without padding). flex_attention is
+# compiled with torch's automatic dynamic shapes but with the length dims marked static: one
+# graph per length bucket (+1 once the batch size changes and goes dynamic; a batch of 1 is
+# its own graph per bucket, as dynamo specialises sizes 0 and 1), not one per batch.
+# (Dynamic lengths hit an inductor C++ codegen bug in the CPU flex template, torch 2.14.1.)
+_FLEX_BLOCK = 128  # FlexAttention's default sparse block size
+_FLEX_RECOMPILE_LIMIT = 64  # graphs per process for flex (dtype x head dim x window x grad mode)
+_BAND_LAYOUTS: dict[tuple, object] = {}  # (Lq', Lk', window, causal, device) -> BlockMask
+_BAND_LAYOUTS_MAX = 64
+
+
 @functools.lru_cache(maxsize=1)
 def _flex_available() -> bool:
     try:
@@ -240,28 +251,74 @@ def _flex_available() -> bool:
 def _compiled_flex():
     from torch.nn.attention.flex_attention import flex_attention
 
-    return torch.compile(flex_attention, dynamic=False)
+    return torch.compile(flex_attention)  # dynamic=None: automatic dynamic shapes (see above)
+
+
+def clear_caches() -> None:
+    """Drop every cached FlexAttention block layout and compiled graph, so that nothing compiled
+    or cached in one benchmark cell is seen by the next. Call it at the start of each cell.
+    When the compiled flex path has been used in this process, this also runs
+    ``torch.compiler.reset()``, which drops every graph ``torch.compile`` holds in the process."""
+    _BAND_LAYOUTS.clear()
+    if _compiled_flex.cache_info().currsize:
+        _compiled_flex.cache_clear()
+        torch.compiler.reset()
+
+
+def _flex_length(n: int) -> int:
+    """The bucket ``n`` is padded to, the smallest of 128, 256, 384, 512, 768, ... (``128 * 2^k``
+    and ``192 * 2^k`` from 256 on) >= ``n``: the lengths the compiled kernels see, multiples of
+    the block size with few distinct values."""
+    size = _FLEX_BLOCK
+    while True:
+        for bucket in (size, size * 3 // 2):
+            if bucket >= n and bucket % _FLEX_BLOCK == 0:
+                return bucket
+        size *= 2
 
 
 def _band_mask_mod(window: int, causal: bool, kpm: Tensor | None):
+    """FlexAttention's ``mask_mod``: the window rule, and key ``kv_idx`` real in ``kpm`` ``(B, Lk)``."""
+
     def mask_mod(b, h, q_idx, kv_idx):
-        m = (q_idx - kv_idx).abs() <= window
-        if causal:
-            m = m & (kv_idx <= q_idx)
-        if kpm is not None:
-            m = m & kpm[b, kv_idx]
-        return m
+        m = window_allows(q_idx - kv_idx, window, causal)
+        return m if kpm is None else m & kpm[b, kv_idx]
 
     return mask_mod
 
 
-@functools.lru_cache(maxsize=32)
-def _cached_band_block_mask(lq: int, lk: int, window: int, causal: bool, device: str, compiled: bool):
-    from torch.nn.attention.flex_attention import create_block_mask
+def _band_layout(lq: int, lk: int, window: int, causal: bool, device: torch.device):
+    """The band's ``BlockMask`` for padded lengths ``lq, lk`` (multiples of the block size), with
+    every non-empty block partial, so the ``mask_mod`` (which holds the per-batch key mask) runs
+    on each one. Built from the same predicate in chunks of query blocks, never an ``Lq x Lk``
+    tensor; cached per shape, outside inference mode (safe to reuse when training)."""
+    from torch.nn.attention.flex_attention import BlockMask
 
-    return create_block_mask(
-        _band_mask_mod(window, causal, None), None, None, lq, lk, device=device, _compile=compiled
-    )
+    key = (lq, lk, window, causal, str(device))
+    hit = _BAND_LAYOUTS.get(key)
+    if hit is not None:
+        return hit
+    bs, nq, nk = _FLEX_BLOCK, lq // _FLEX_BLOCK, lk // _FLEX_BLOCK
+    chunk = max(1, 2**24 // (bs * lk))  # query blocks per step: <= 16M predicate values
+    with torch.inference_mode(False), torch.no_grad():
+        kv_idx = torch.arange(lk, device=device)[None, :]  # (1, Lk)
+        rows = []
+        for start in range(0, nq, chunk):
+            q_idx = torch.arange(start * bs, min(nq, start + chunk) * bs, device=device)[:, None]
+            allowed = _band_mask_mod(window, causal, None)(None, None, q_idx, kv_idx)  # (rows, Lk)
+            rows.append(allowed.view(-1, bs, nk, bs).any(3).any(1))  # (chunk, nk)
+        blocks = torch.cat(rows)  # (nq, nk): block (r, c) holds an allowed pair
+        num = blocks.sum(-1, dtype=torch.int32)[None, None]  # (1, 1, nq)
+        order = torch.sort(blocks.to(torch.int8), dim=-1, descending=True, stable=True).indices
+        indices = order.to(torch.int32)[None, None]  # (1, 1, nq, nk): non-empty blocks first
+        hit = BlockMask.from_kv_blocks(num, indices, BLOCK_SIZE=bs, seq_lengths=(lq, lk))
+    for t in hit.as_tuple():
+        if isinstance(t, Tensor):
+            torch._dynamo.mark_static(t)  # its shape is the bucket's: never a dynamic dim
+    if len(_BAND_LAYOUTS) >= _BAND_LAYOUTS_MAX:
+        _BAND_LAYOUTS.pop(next(iter(_BAND_LAYOUTS)))
+    _BAND_LAYOUTS[key] = hit
+    return hit
 
 
 def _window_rows_ok(lq: int, lk: int, window: int, causal: bool, kpm: Tensor | None, device) -> Tensor:
@@ -280,18 +337,27 @@ def _window_rows_ok(lq: int, lk: int, window: int, causal: bool, kpm: Tensor | N
 def _window_attention_flex(q, k, v, window, causal, kpm, scale, *, compiled: bool) -> Tensor:
     """Truncated attention with FlexAttention block masks: blocks outside the band are skipped.
 
-    ``compiled=False`` runs FlexAttention eagerly (dense under the hood): used by the CPU tests
-    to check the mask logic; the CUDA path compiles it into a fused kernel."""
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    ``compiled=False`` runs FlexAttention eagerly (dense under the hood) to check the mask logic;
+    ``compiled=True`` is the CUDA path (on CPU torch compiles the forward only: the tests use it)."""
+    import copy
+
+    from torch.nn.attention.flex_attention import flex_attention
 
     b, _, lq, _ = q.shape
     lk = k.shape[2]
-    if kpm is None:
-        block_mask = _cached_band_block_mask(lq, lk, window, causal, str(q.device), compiled)
+    lqp, lkp = _flex_length(lq), _flex_length(lk)
+    real = torch.ones(b, lk, dtype=torch.bool, device=q.device) if kpm is None else kpm
+    real = F.pad(real, (0, lkp - lk), value=False)  # (B, Lk'): padded keys are never real
+    qp = F.pad(q, (0, 0, 0, lqp - lq))  # (B, H, Lq', D)
+    kp, vp = F.pad(k, (0, 0, 0, lkp - lk)), F.pad(v, (0, 0, 0, lkp - lk))  # (B, H, Lk', D|Dv)
+    block_mask = copy.copy(_band_layout(lqp, lkp, window, causal, q.device))
+    block_mask.mask_mod = _band_mask_mod(window, causal, real)
+    if compiled:
+        for t, dim in ((qp, 2), (kp, 2), (vp, 2), (real, 1)):
+            torch._dynamo.mark_static(t, dim)  # lengths are buckets: static; the batch may vary
+        with torch._dynamo.config.patch(recompile_limit=_FLEX_RECOMPILE_LIMIT):
+            out = _compiled_flex()(qp, kp, vp, block_mask=block_mask, scale=scale)
     else:
-        block_mask = create_block_mask(
-            _band_mask_mod(window, causal, kpm), b, None, lq, lk, device=q.device, _compile=compiled
-        )
-    fn = _compiled_flex() if compiled else flex_attention
-    out = fn(q, k, v, block_mask=block_mask, scale=scale)
+        out = flex_attention(qp, kp, vp, block_mask=block_mask, scale=scale)
+    out = out[:, :, :lq]  # (B, H, Lq, Dv)
     return out.masked_fill(~_window_rows_ok(lq, lk, window, causal, kpm, q.device), 0.0)

@@ -16,6 +16,7 @@ from torch import Tensor
 
 __all__ = [
     "causal_mask",
+    "window_allows",
     "window_mask",
     "padding_mask",
     "graph_mask",
@@ -45,6 +46,17 @@ def causal_mask(q_len: int, k_len: int | None = None, *, device=None) -> Tensor:
     return j <= i
 
 
+def window_allows(offset: Tensor, window: int, causal: bool = False) -> Tensor:
+    """The truncated pattern's one rule, on ``offset = i - j`` (query minus key position):
+    ``|i - j| <= window``, and ``j <= i`` when ``causal``. Element-wise on any shape, so the
+    dense :func:`window_mask`, the blocked CPU kernel and the FlexAttention ``mask_mod`` all
+    call this one predicate."""
+    allowed = offset.abs() <= window
+    if causal:
+        allowed = allowed & (offset >= 0)
+    return allowed
+
+
 def window_mask(
     q_len: int, k_len: int | None = None, window: int = 1, *, causal: bool = False, device=None
 ) -> Tensor:
@@ -64,10 +76,7 @@ def window_mask(
     k_len = q_len if k_len is None else k_len
     i = torch.arange(q_len, device=device)[:, None]
     j = torch.arange(k_len, device=device)[None, :]
-    m = (i - j).abs() <= window
-    if causal:
-        m &= j <= i
-    return m
+    return window_allows(i - j, window, causal)
 
 
 def padding_mask(key_padding_mask: Tensor, q_len: int) -> Tensor:

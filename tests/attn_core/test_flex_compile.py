@@ -1,0 +1,153 @@
+"""The compiled FlexAttention path (the CUDA path of ``attention(window=...)``), run on CPU where
+torch compiles its forward pass: values against the blocked reference, a bounded number of
+compiled graphs over many batch shapes, and block-layout caching that is safe across grad modes.
+
+Compile strategies measured on a 2-core AMD EPYC CPU (AVX2), torch 2.14.1, forward only, 16
+random batches (B in {3, 4}, L in 200..2000, half padded), H=4, D=32, window 64; "graphs" is
+``counters["stats"]["unique_graphs"]``, "L=1000" the best of 7 steady-state calls at B=4:
+
+    strategy                                  graphs  first sweep  L=1000
+    dynamic=False, exact lengths (before)        17      78 s      772 ms  (limit 8 hit: uncompiled)
+    dynamic=False, lengths padded to 128k        15      52 s     1093 ms  (limit hit)
+    dynamic=False, ladder 2^n, 1.5*2^n            9      43 s       93 ms
+    dynamic=None (automatic), exact lengths       2      10 s      102 ms  (*)
+    dynamic=None, lengths padded to 128k          2      13 s       63 ms  (*)
+    dynamic=True / mark_dynamic                   -   inductor C++ compile error on CPU
+    chosen: ladder 2^n, 1.5*2^n, lengths static,  7      32 s       89 ms
+      batch automatic-dynamic (7 buckets + 1)
+
+(*) dynamic lengths compile on CPU only for some shape orders: a length change before a batch
+change hits the same C++ codegen error (``cur_qSplitSize1`` undeclared), so lengths stay static.
+
+Gradients of the compiled path need CUDA (CPU FlexAttention has no compiled backward): see
+tests/attn_core/test_cuda.py.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+import attn_core
+from attn_core import functional as Fn
+from attn_core.functional import _window_attention_blocked, _window_attention_flex
+
+pytest.importorskip("torch.nn.attention.flex_attention")
+
+TOL = {torch.float32: 2e-5, torch.bfloat16: 3e-2}
+
+
+def _batch(b, lq, lk, d, seed, pad, requires_grad=False):
+    """float64 ``q (B, 4, Lq, D)``, ``k, v (B, 4, Lk, D)`` and a key mask ``(B, Lk)`` or None."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, 4, lq, d, generator=g, dtype=torch.float64, requires_grad=requires_grad)
+    k = torch.randn(b, 4, lk, d, generator=g, dtype=torch.float64, requires_grad=requires_grad)
+    v = torch.randn(b, 4, lk, d, generator=g, dtype=torch.float64, requires_grad=requires_grad)
+    kpm = None
+    if pad:
+        kpm = torch.arange(lk)[None] < torch.randint(1, lk + 1, (b, 1), generator=g)  # (B, Lk)
+        kpm[0, : lk // 3] = False  # not only trailing padding
+    return q, k, v, kpm
+
+
+def _check_compiled(q, k, v, kpm, window, causal, dtype):
+    """Compiled flex in ``dtype`` against the blocked kernel in float64 (itself tested equal to
+    the dense reference)."""
+    want = _window_attention_blocked(q, k, v, window, causal, kpm, 0.0, None)
+    got = _window_attention_flex(*(t.to(dtype) for t in (q, k, v)), window, causal, kpm, None, compiled=True)
+    assert got.dtype == dtype and got.shape == want.shape
+    torch.testing.assert_close(got.double(), want, atol=TOL[dtype], rtol=TOL[dtype])
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    attn_core.clear_caches()
+    counters.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's compile-time notices
+        yield
+    attn_core.clear_caches()
+
+
+@pytest.mark.slow
+def test_sweep_of_batch_shapes_compiles_a_fixed_number_of_graphs():
+    """16 batches of new shapes (as length-bucketed speech batches are), with and without
+    padding: at most one graph per length bucket plus one for the batch size going dynamic,
+    all equal to the reference; after ``clear_caches()`` the next call compiles afresh.
+    (A batch of 1 is a graph of its own per bucket: dynamo specialises sizes 0 and 1.)"""
+    rng = random.Random(0)
+    buckets = set()
+    for i in range(16):
+        b, length = rng.choice([2, 3, 4]), rng.randint(200, 700)
+        buckets.add(Fn._flex_length(length))
+        q, k, v, kpm = _batch(b, length, length, 32, seed=i, pad=i % 2 == 1)
+        _check_compiled(q, k, v, kpm, 16, False, torch.float32)
+    assert buckets == {256, 384, 512, 768}
+    assert 1 <= counters["stats"]["unique_graphs"] <= len(buckets) + 1, dict(counters["stats"])
+    attn_core.clear_caches()
+    assert not Fn._BAND_LAYOUTS
+    counters.clear()
+    _check_compiled(*_batch(2, 100, 100, 32, seed=99, pad=True), 16, False, torch.float32)
+    assert counters["stats"]["unique_graphs"] == 1  # compiled again: nothing survived the clear
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("d", [24, 64])
+def test_head_sizes_and_dtypes(d, dtype):
+    """Head sizes 24 and 64 in fp32 and bf16, causal and not, padded or not, lengths of one
+    bucket (129..256) and a cross-length pair: one graph per bucket pair, +1 for the batch."""
+    for causal in (False, True):
+        counters.clear()
+        for i, (b, lq, lk, pad) in enumerate([(2, 130, 130, True), (3, 190, 190, False), (1, 150, 100, True)]):
+            q, k, v, kpm = _batch(b, lq, lk, d, seed=d + i, pad=pad)
+            _check_compiled(q, k, v, kpm, 7, causal, dtype)
+        assert 1 <= counters["stats"]["unique_graphs"] <= 3, dict(counters["stats"])
+
+
+def test_layout_built_under_inference_mode_is_safe_to_train_on():
+    """A block layout first built under ``inference_mode`` (as Lightning validates) holds no
+    inference tensors (so autograd may save it), and a grad-enabled call of the same shape
+    reuses it with the reference's values. (CPU FlexAttention has no backward at all: the
+    training step itself is checked on CUDA in test_cuda.py.)"""
+    q, k, v, kpm = _batch(2, 200, 200, 16, seed=5, pad=True)
+    with torch.inference_mode():
+        _window_attention_flex(q, k, v, 9, False, kpm, None, compiled=False)
+    (layout,) = Fn._BAND_LAYOUTS.values()
+    tensors = [t for t in layout.as_tuple() if isinstance(t, torch.Tensor)]
+    assert tensors and not any(t.is_inference() for t in tensors)
+
+    with torch.enable_grad():
+        out = _window_attention_flex(q, k, v, 9, False, kpm, None, compiled=False)
+    assert len(Fn._BAND_LAYOUTS) == 1  # the same cached layout served the grad-enabled call
+    ref = _window_attention_blocked(q, k, v, 9, False, kpm, 0.0, None)
+    torch.testing.assert_close(out, ref, atol=1e-10, rtol=0)
+
+
+def test_layout_is_the_band_at_block_granularity():
+    """The cached layout lists exactly the 128 x 128 blocks that hold an allowed pair."""
+    lq, lk, w = 640, 512, 100
+    assert [Fn._flex_length(n) for n in (1, 128, 129, 193, 640, 3000)] == [128, 128, 256, 256, 768, 3072]
+    layout = Fn._band_layout(lq, lk, w, True, torch.device("cpu"))
+    dense = attn_core.window_mask(lq, lk, w, causal=True).view(5, 128, 4, 128).any(3).any(1)  # (nq, nk)
+    got = torch.zeros_like(dense)
+    num, idx = layout.kv_num_blocks[0, 0], layout.kv_indices[0, 0]
+    for r in range(dense.shape[0]):
+        got[r, idx[r, : num[r]].long()] = True
+    assert torch.equal(got, dense)
+    assert layout.full_kv_num_blocks is None  # every block partial: the mask_mod always runs
+
+
+def test_cpu_attention_keeps_the_blocked_kernel(monkeypatch):
+    """On CPU ``attention(window=...)`` never takes the flex path (no CPU flex backward)."""
+
+    def boom(*args, **kwargs):
+        raise AssertionError("flex path taken on CPU")
+
+    monkeypatch.setattr(Fn, "_window_attention_flex", boom)
+    q, k, v, kpm = _batch(2, 50, 50, 8, seed=1, pad=True)
+    attn_core.attention(q, k, v, window=4, key_padding_mask=kpm)
