@@ -24,8 +24,14 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 # (values, gradients) tolerances per dtype, relative to the float64 reference.
 TOL = {torch.float32: (2e-4, 1e-3), torch.bfloat16: (4e-2, 8e-2)}
-# Graph attention sums over up to ~20 in-edges per node in bf16 (segment softmax + scatter).
-TOL_GRAPH = {torch.float32: (2e-4, 1e-3), torch.bfloat16: (1.5e-1, 2e-1)}
+# Graph attention in bf16 rounds every edge's score and message (segment softmax + scatter):
+# relative errors of small entries are large, so the error is measured against the tensor's scale.
+TOL_GRAPH = {torch.float32: 1e-4, torch.bfloat16: 3e-2}
+
+
+def _rel_err(got, want):
+    """Largest absolute error over ``1 + max |want|``."""
+    return ((got.double().cpu() - want).abs().max() / (1 + want.abs().max())).item()
 
 
 def _grads(out, inputs, grad_out):
@@ -106,10 +112,9 @@ def test_graph_attention_matches_dense_reference(dtype, score):
     want = _grads(ref, (q, k, v), go)
     dq, dk, dv = (t.detach().to(DEVICE, dtype).requires_grad_() for t in (q, k, v))
     out = graph_attention(dq, dk, dv, edges.to(DEVICE), score=score)
-    vtol, gtol = TOL_GRAPH[dtype]
-    torch.testing.assert_close(out.double().cpu(), ref, atol=vtol, rtol=vtol)
+    assert _rel_err(out, ref) < TOL_GRAPH[dtype]
     for g_, w in zip(_grads(out, (dq, dk, dv), go.to(DEVICE).float()), want):
-        torch.testing.assert_close(g_.double().cpu(), w, atol=gtol, rtol=gtol)
+        assert _rel_err(g_, w) < TOL_GRAPH[dtype]
 
 
 @pytest.mark.parametrize("pattern,window", [("full", None), ("truncated", 2)])
