@@ -1,0 +1,1 @@
+"""Shared test fixtures and scripts (a throw-away single-node Slurm, ...)."""
