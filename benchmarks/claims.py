@@ -20,7 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
-__all__ = ["Claim", "claim", "claim_path", "HEARTBEAT_S", "STALE_AFTER_S"]
+__all__ = ["Claim", "claim", "claim_path", "is_stale", "HEARTBEAT_S", "STALE_AFTER_S"]
 
 HEARTBEAT_S = 10.0
 STALE_AFTER_S = 90.0
@@ -41,7 +41,8 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _is_stale(path: Path, stale_after_s: float) -> bool:
+def is_stale(path: Path, stale_after_s: float = STALE_AFTER_S) -> bool:
+    """Whether the claim at ``path`` may be taken over (old heartbeat, or a dead local process)."""
     try:
         age = time.time() - path.stat().st_mtime
     except FileNotFoundError:
@@ -103,7 +104,7 @@ def claim(path: Path, *, heartbeat_s: float = HEARTBEAT_S, stale_after_s: float 
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            if not _is_stale(path, stale_after_s):
+            if not is_stale(path, stale_after_s):
                 return None
             with contextlib.suppress(FileNotFoundError):  # another taker may win this rename
                 os.rename(path, path.with_name(f"{path.name}.stale-{token[:8]}"))

@@ -141,9 +141,21 @@ def _add_data(sub):
     add_data(sub)
 
 
+def _add_cell(sub):
+    from benchmarks.commands_cells import add_cell
+
+    add_cell(sub)
+
+
+def _add_status(sub):
+    from benchmarks.commands_cells import add_status
+
+    add_status(sub)
+
+
 #: Subcommand builders, in help order.
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    _add_run, _add_report, _add_bench, _add_list, _add_data,
+    _add_run, _add_report, _add_bench, _add_list, _add_data, _add_cell, _add_status,
 )
 
 
@@ -199,6 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     _Interrupted.signum = None
     old = _install_signal_handlers()
     try:
+        from benchmarks.worker import load_plugins
+
+        try:  # $ATTNBENCH_PLUGINS and --plugin: models, datasets, tasks registered from outside
+            load_plugins(getattr(args, "plugin", None) or [])
+        except RuntimeError as err:
+            raise CliError(str(err)) from None
         return int(args.handler(args) or 0)
     except (CliError, ConfigError) as exc:
         print(f"attnbench: error: {exc}", file=sys.stderr)

@@ -89,11 +89,17 @@ def add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retry-failed", action="store_true", help="rerun cells whose record says failed")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, run nothing")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first, so it can register models, datasets or tasks (repeatable; "
+                        "also $ATTNBENCH_PLUGINS, comma-separated); workers import it too")
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config (file + --set, defaults filled in) as YAML and exit")
     p.add_argument("--allow-failures", action="store_true",
                    help="exit 0 even when cells failed (exploratory use); by default any failed cell "
                         "or micro-benchmark of this invocation makes the exit code 1")
+    from benchmarks.commands_cells import add_launcher_arguments
+
+    add_launcher_arguments(p)
     p.set_defaults(handler=cmd_run)
 
 
@@ -140,7 +146,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         force=args.force,
         retry_failed=args.retry_failed,
     )
-    summary = run_suite(cfg, opts, source=str(path))
+    from benchmarks.commands_cells import make_launcher
+
+    launcher = make_launcher(args, opts, expand(cfg))
+    summary = run_suite(cfg, opts, source=str(path), launcher=launcher)
     bench_failed = run_micro_benchmarks(cfg, opts)
     elsewhere = f", {summary.elsewhere} left to another run" if summary.elsewhere else ""
     print(f"ran {summary.ran} cells ({len(summary.failed)} failed), skipped {summary.skipped} finished ones{elsewhere}")

@@ -23,16 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks import claims as C
 from benchmarks import records as R
+from benchmarks.callbacks import CellFailure, _callbacks_module, _quiet_lightning
 from benchmarks.measure import PeakMemory, is_oom_error
 from benchmarks.suite import Cell, expand
 
 DEFAULT_CACHE = Path(os.environ.get("ATTNBENCH_CACHE", Path.home() / ".cache" / "attnbench"))
-
-
-class CellFailure(RuntimeError):
-    """A cell could not finish (NaN loss, no validation metric, ...): recorded as failed."""
 
 
 @dataclass
@@ -45,6 +41,7 @@ class RunOptions:
     accelerator: str | None = None
     devices: Any = None
     keep_checkpoints: bool = False
+    cell_timeout: float | None = None  # wall limit per cell process (default: cell_timeout(config))
     progress_every_s: float = 10.0
     log: Any = print
 
@@ -56,166 +53,6 @@ class RunSummary:
     failed: list[str] = field(default_factory=list)
     records: list[Path] = field(default_factory=list)
     elsewhere: int = 0  # cells another live run was training: left to it
-
-
-# ----------------------------------------------------------------------------- callbacks
-def _callbacks_module():
-    """Lightning callbacks, defined lazily so importing the runner stays cheap."""
-    import lightning as L
-    import torch
-
-    class CellMonitor(L.Callback):
-        """Learning curve, NaN guard, pure train/test compute time, and progress lines.
-
-        No host synchronisation per batch: on CUDA each batch is timed by a pair of CUDA events
-        (summed after one synchronisation per epoch), on CPU by the wall clock; the loss is
-        checked for NaN/inf on the device and read once per epoch (a non-finite loss fails the
-        cell at the end of the epoch it appeared in)."""
-
-        def __init__(self, metric: str, mode: str, label: str, log, every_s: float) -> None:
-            self.metric, self.mode, self.label, self.emit, self.every_s = metric, mode, label, log, every_s
-            self.curve: list[dict[str, Any]] = []
-            self.train_time = 0.0
-            self.test_time = 0.0
-            self._t0 = 0.0
-            self._fit_start = 0.0
-            self._last_print = 0.0
-            self._events: dict[str, list] = {"train": [], "test": []}
-            self._bad_loss = None  # device bool: a non-finite loss was seen this epoch
-            self._first_bad: tuple[int, int] | None = None
-            self.best: float | None = None
-            self.best_epoch: int | None = None
-
-        @staticmethod
-        def _cuda(trainer) -> bool:
-            return trainer.strategy.root_device.type == "cuda"
-
-        def _start(self, trainer, stage: str) -> None:
-            if self._cuda(trainer):
-                ev = torch.cuda.Event(enable_timing=True)
-                ev.record()
-                self._events[stage].append([ev, None])
-            else:
-                self._t0 = time.perf_counter()
-
-        def _stop(self, trainer, stage: str) -> None:
-            if self._cuda(trainer):
-                ev = torch.cuda.Event(enable_timing=True)
-                ev.record()
-                self._events[stage][-1][1] = ev
-            else:
-                dt = time.perf_counter() - self._t0
-                if stage == "train":
-                    self.train_time += dt
-                else:
-                    self.test_time += dt
-
-        def _collect(self, stage: str) -> None:
-            """Sum the CUDA event pairs of ``stage`` (one synchronisation)."""
-            pairs = [p for p in self._events[stage] if p[1] is not None]
-            if not pairs:
-                return
-            pairs[-1][1].synchronize()
-            total = sum(a.elapsed_time(b) for a, b in pairs) / 1000.0
-            if stage == "train":
-                self.train_time += total
-            else:
-                self.test_time += total
-            self._events[stage] = []
-
-        def on_fit_start(self, trainer, pl_module) -> None:
-            self._fit_start = self._last_print = time.perf_counter()
-
-        def on_fit_end(self, trainer, pl_module) -> None:
-            self._collect("train")  # a time cap can end fit inside an epoch
-
-        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-            self._start(trainer, "train")
-
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            self._stop(trainer, "train")
-            loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-            if loss is None:
-                return
-            bad = ~torch.isfinite(loss.detach()).all()
-            if self._cuda(trainer):
-                self._bad_loss = bad if self._bad_loss is None else (self._bad_loss | bad)
-            elif bool(bad):
-                raise CellFailure(f"non-finite training loss ({loss.item()}) at epoch {trainer.current_epoch}, batch {batch_idx}")
-
-        def on_train_epoch_end(self, trainer, pl_module) -> None:
-            self._collect("train")
-            if self._bad_loss is not None and bool(self._bad_loss):
-                raise CellFailure(f"non-finite training loss during epoch {trainer.current_epoch}")
-            self._bad_loss = None
-
-        def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0) -> None:
-            self._start(trainer, "test")
-
-        def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
-            self._stop(trainer, "test")
-
-        def on_test_epoch_end(self, trainer, pl_module) -> None:
-            self._collect("test")
-
-        def on_validation_end(self, trainer, pl_module) -> None:
-            # on_validation_end, not on_validation_epoch_end: callbacks' epoch-end hooks run
-            # before the module's, so a corpus metric (BLEU, ...) logged there would be missed.
-            if trainer.sanity_checking:
-                return
-            m = trainer.callback_metrics
-
-            def get(key):
-                v = m.get(key)
-                return None if v is None else float(v)
-
-            val = get(f"val/{self.metric}")
-            if val is not None and (
-                self.best is None or (val > self.best if self.mode == "max" else val < self.best)
-            ):
-                self.best, self.best_epoch = val, trainer.current_epoch
-            self.curve.append(
-                {
-                    "epoch": trainer.current_epoch,
-                    "train_loss": get("train/loss"),
-                    "val_loss": get("val/loss"),
-                    "val_metric": val,
-                    "time_s": round(time.perf_counter() - self._fit_start, 3),
-                }
-            )
-            now = time.perf_counter()
-            if now - self._last_print >= self.every_s:
-                self._last_print = now
-                best = "n/a" if self.best is None else f"{self.best:.4f}@{self.best_epoch}"
-                cur = "n/a" if val is None else f"{val:.4f}"
-                self.emit(
-                    f"    {self.label}: epoch {trainer.current_epoch + 1}/{trainer.max_epochs} "
-                    f"val/{self.metric}={cur} best={best} ({now - self._fit_start:.0f}s)"
-                )
-
-    return CellMonitor
-
-
-@contextlib.contextmanager
-def _quiet_lightning():
-    """Lightning's info banners and data-loader advice would bury the progress lines."""
-    names = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
-    loggers = [logging.getLogger(n) for n in names]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.WARNING)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-        warnings.filterwarnings("ignore", message=".*Checkpoint directory .* exists and is not empty.*")
-        warnings.filterwarnings("ignore", message=".*number of training batches.*smaller than the logging interval.*")
-        warnings.filterwarnings("ignore", message=".*`isinstance\\(treespec, LeafSpec\\)` is deprecated.*")
-        warnings.filterwarnings("ignore", message=".*GPU available but not used.*")
-        warnings.filterwarnings("ignore", message=".*tensorboardX.*")
-        try:
-            yield
-        finally:
-            for lg, lvl in zip(loggers, levels):
-                lg.setLevel(lvl)
 
 
 # ----------------------------------------------------------------------------- one cell
@@ -263,28 +100,12 @@ def _trainer_kwargs(cell: Cell, opts: RunOptions, ckpt_dir: Path) -> dict[str, A
     return kw
 
 
-def _set_float32_mode(tf32: bool) -> None:
-    """One switch for float32 arithmetic on CUDA: TF32 for matmuls *and* cuDNN convolutions, or
-    for neither (PyTorch's defaults differ: convolutions use TF32, matmuls do not, which would
-    give CNNs a faster float32 than attention and RNNs)."""
-    import torch
-
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
-
-
-def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
-    """Train, select, test and measure one cell; returns its record (ok or failed)."""
-    import lightning as L
-    import torch
-    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
-
+def new_record(cell: Cell, suite: str) -> dict[str, Any]:
+    """The record skeleton of ``cell`` (status ``failed`` until the cell finishes)."""
     from tasks.common.registry import get_task
 
     task = get_task(cell.task)
-    started = R.now_iso()
-    rec: dict[str, Any] = {
+    return {
         "schema": R.SCHEMA_VERSION,
         "suite": suite,
         "cell_id": cell.cell_id,
@@ -306,15 +127,60 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
         "extras": {},
         "config": cell.config,
         "env": None,
-        "started": started,
+        "resources": _resources(),
+        "started": R.now_iso(),
         "finished": None,
     }
+
+
+def _resources() -> dict[str, Any]:
+    """What this cell's process had: threads, launcher, node, GPU slot and sharing (the
+    launcher passes its part in ``$ATTNBENCH_RESOURCES``)."""
+    import json
+    import socket
+
+    import torch
+
+    res: dict[str, Any] = {"launcher": "inline", "node": socket.gethostname(), "cpu_threads": torch.get_num_threads(),
+                           "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "cells_sharing_device": 1}
+    try:
+        res.update(json.loads(os.environ.get("ATTNBENCH_RESOURCES") or "{}"))
+    except ValueError:
+        pass
+    res["cpu_threads"] = torch.get_num_threads()  # what torch actually uses
+    return res
+
+
+def _set_float32_mode(tf32: bool) -> None:
+    """One switch for float32 arithmetic on CUDA: TF32 for matmuls *and* cuDNN convolutions, or
+    for neither (PyTorch's defaults differ: convolutions use TF32, matmuls do not, which would
+    give CNNs a faster float32 than attention and RNNs)."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+
+
+def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
+    """Train, select, test and measure one cell; returns its record (ok or failed)."""
+    import lightning as L
+    import torch
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+
+    from tasks.common.registry import get_task
+
+    task = get_task(cell.task)
+    rec = new_record(cell, suite)
     # A folder of this process's own: a concurrent run on the same --out never touches it.
     ckpt_dir = opts.out / ".checkpoints" / f"{cell.cell_id}-{os.getpid()}-{id(rec):x}"
     monitor = None
     device = "cpu"
     try:
         with _quiet_lightning():
+            import attn_core
+
+            attn_core.clear_caches()  # no block mask or compiled graph leaks in from an earlier cell
             _set_float32_mode(bool(cell.config["trainer"].get("tf32", False)))
             L.seed_everything(cell.seed, workers=True, verbose=False)
             ds = task.datasets.get(cell.dataset)
@@ -416,8 +282,12 @@ def _existing(out: Path) -> dict[str, dict[str, Any]]:
     return {r["cell_id"]: r for r in R.load_records(out)} if (out / R.RUNS_DIR).exists() else {}
 
 
-def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "") -> RunSummary:
-    """Run every cell of a validated suite config that is not finished yet."""
+def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher: Any = None) -> RunSummary:
+    """Run every cell of a validated suite config that is not finished yet, through
+    ``launcher`` (default: inline, in this process). The driver writes the manifest (every
+    cell with its resolved config), decides what is unfinished, and hands those cells over."""
+    from benchmarks.launchers import CellJob, InlineLauncher
+
     cells = expand(cfg)
     suite = cfg["suite"]
     opts.out.mkdir(parents=True, exist_ok=True)
@@ -429,8 +299,9 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "") -> RunSum
             "written": R.now_iso(),
             "config": cfg,
             "cells": [
-                {"cell_id": c.cell_id, "task": c.task, "dataset": c.dataset, "model": c.model, "family": c.family, "seed": c.seed,
-                 **({"train_fraction": c.train_fraction} if c.train_fraction < 1 else {})}
+                {"cell_id": c.cell_id, "task": c.task, "dataset": c.dataset, "model": c.model, "family": c.family,
+                 "pattern": c.pattern, "seed": c.seed, "label": c.label,
+                 **({"train_fraction": c.train_fraction} if c.train_fraction < 1 else {}), "config": c.config}
                 for c in cells
             ],
         },
@@ -447,48 +318,34 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "") -> RunSum
             summary.skipped += 1
     n_failed_prev = sum(1 for c in cells if c not in todo and done[c.cell_id].get("status") != "ok")
     log = opts.log
-    log(f"suite {suite!r}: {len(cells)} cells, {summary.skipped} already finished, {len(todo)} to run -> {opts.out}")
+    launcher = launcher or InlineLauncher(opts)
+    log(f"suite {suite!r}: {len(cells)} cells, {summary.skipped} already finished, {len(todo)} to run -> {opts.out} "
+        f"(launcher: {launcher.name})")
     if n_failed_prev:
         log(f"  ({n_failed_prev} finished cells had failed; --retry-failed reruns them)")
-    t_start = time.perf_counter()
-    for k, cell in enumerate(todo, 1):
-        elapsed = time.perf_counter() - t_start
-        eta = "" if k == 1 else f", ETA {elapsed / (k - 1) * (len(todo) - k + 1) / 60:.1f} min"
-        target = R.record_path(opts.out, {"task": cell.task, "dataset": cell.dataset, "model": cell.model,
-                                          "seed": cell.seed, "cell_id": cell.cell_id})
-        held = C.claim(C.claim_path(target))
-        if held is None:
-            summary.elsewhere += 1
-            log(f"[{k}/{len(todo)}] {cell.label}: another run is training it, left to that run")
-            continue
-        with held:
-            prev = _on_disk(target)
-            seen = done.get(cell.cell_id)
-            if prev is not None and not _should_run(prev, opts, seen):
-                summary.skipped += 1
-                log(f"[{k}/{len(todo)}] {cell.label}: finished by another run meanwhile, skipped")
-                continue
-            log(f"[{k}/{len(todo)}] {cell.label} ({cell.family}){eta}")
-            rec = run_cell(cell, suite, opts)
+    jobs = [CellJob(opts.out, c.cell_id, c.label, opts.data_dir, opts.cache_dir, opts.cell_timeout or cell_timeout(c.config),
+                    force=opts.force, retry_failed=opts.retry_failed) for c in todo]
+    by_id = {c.cell_id: c for c in todo}
+    for res in launcher.launch(jobs, log):
+        if res.status in ("ok", "failed"):
             summary.ran += 1
-            path = _store(target, rec, opts, seen, log)
-        old = done.get(cell.cell_id)
-        if path is not None and old and old.get("_path") and Path(old["_path"]) != path:
-            Path(old["_path"]).unlink(missing_ok=True)
-        if path is not None:
-            summary.records.append(path)
-        if rec["status"] == "ok":
-            m = rec["metric"]["name"]
-            log(
-                f"    -> test/{m}={rec['test'][m]:.4f} (best val {rec['best_val']['value']:.4f} at epoch "
-                f"{rec['best_val']['epoch']}), {rec['cost']['train_time_s']:.1f}s"
-            )
-        else:
-            summary.failed.append(cell.label)
-            log(f"    -> FAILED: {rec['reason']}")
+            summary.records.append(R.record_path(opts.out, {**by_id[res.cell_id].__dict__}))
+        if res.status == "failed":
+            summary.failed.append(by_id[res.cell_id].label)
+        elif res.status == "elsewhere":
+            summary.elsewhere += 1
+        elif res.status == "finished":
+            summary.skipped += 1
     with contextlib.suppress(OSError):  # only when empty: another run may still be using it
         (opts.out / ".checkpoints").rmdir()
     return summary
+
+
+def cell_timeout(config: dict[str, Any]) -> float | None:
+    """Wall limit of a cell's process: its time budget with room for data, testing and a slow
+    start (2x + 10 min); none for a cell without ``max_time_s`` (it ends by its epochs)."""
+    budget = (config.get("trainer") or {}).get("max_time_s")
+    return 2 * float(budget) + 600 if budget else None
 
 
 def _on_disk(path: Path) -> dict[str, Any] | None:

@@ -1,9 +1,12 @@
 """A tiny task for runner tests: linearly separable points, a linear model, and models that
-fail on purpose (raise, NaN, out of memory) or run slowly (to be interrupted)."""
+fail on purpose (raise, NaN, out of memory, crash the process, hang) or run slowly (to be
+interrupted). Worker processes find it through ``ATTNBENCH_PLUGINS=tests.benchmarks.toy_task``."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 import time
 
 import lightning as L
@@ -61,8 +64,22 @@ class Broken(nn.Module):
         super().__init__()
         self.lin = nn.Linear(info["dim"], 2)
         self.kind = kind
+        starts = os.environ.get("ATTNBENCH_TOY_STARTS")  # tests count training starts here
+        if starts:
+            with open(starts, "a") as f:
+                f.write(f"{os.getpid()}\n")
 
     def forward(self, x):
+        if self.kind == "segfault":  # crash the interpreter, as a broken native kernel would
+            import ctypes
+
+            ctypes.string_at(0)
+        if self.kind == "sigkill":  # as the kernel's out-of-memory killer would
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.kind == "exit137":
+            os._exit(137)
+        if self.kind == "hang":
+            time.sleep(3600)
         if self.kind == "raise":
             raise RuntimeError("deliberately broken model")
         if self.kind == "oom":

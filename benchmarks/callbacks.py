@@ -1,0 +1,177 @@
+"""Lightning callbacks of a cell: the learning curve, the NaN guard, train/test compute time
+without a host synchronisation per batch, and progress lines; plus a context that keeps
+Lightning's banners out of the progress output."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import warnings
+from typing import Any
+
+
+class CellFailure(RuntimeError):
+    """A cell could not finish (NaN loss, no validation metric, ...): recorded as failed."""
+
+
+
+def _callbacks_module():
+    """Lightning callbacks, defined lazily so importing the runner stays cheap."""
+    import lightning as L
+    import torch
+
+    class CellMonitor(L.Callback):
+        """Learning curve, NaN guard, pure train/test compute time, and progress lines.
+
+        No host synchronisation per batch: on CUDA each batch is timed by a pair of CUDA events
+        (summed after one synchronisation per epoch), on CPU by the wall clock; the loss is
+        checked for NaN/inf on the device and read once per epoch (a non-finite loss fails the
+        cell at the end of the epoch it appeared in)."""
+
+        def __init__(self, metric: str, mode: str, label: str, log, every_s: float) -> None:
+            self.metric, self.mode, self.label, self.emit, self.every_s = metric, mode, label, log, every_s
+            self.curve: list[dict[str, Any]] = []
+            self.train_time = 0.0
+            self.test_time = 0.0
+            self._t0 = 0.0
+            self._fit_start = 0.0
+            self._last_print = 0.0
+            self._events: dict[str, list] = {"train": [], "test": []}
+            self._bad_loss = None  # device bool: a non-finite loss was seen this epoch
+            self._first_bad: tuple[int, int] | None = None
+            self.best: float | None = None
+            self.best_epoch: int | None = None
+
+        @staticmethod
+        def _cuda(trainer) -> bool:
+            return trainer.strategy.root_device.type == "cuda"
+
+        def _start(self, trainer, stage: str) -> None:
+            if self._cuda(trainer):
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                self._events[stage].append([ev, None])
+            else:
+                self._t0 = time.perf_counter()
+
+        def _stop(self, trainer, stage: str) -> None:
+            if self._cuda(trainer):
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                self._events[stage][-1][1] = ev
+            else:
+                dt = time.perf_counter() - self._t0
+                if stage == "train":
+                    self.train_time += dt
+                else:
+                    self.test_time += dt
+
+        def _collect(self, stage: str) -> None:
+            """Sum the CUDA event pairs of ``stage`` (one synchronisation)."""
+            pairs = [p for p in self._events[stage] if p[1] is not None]
+            if not pairs:
+                return
+            pairs[-1][1].synchronize()
+            total = sum(a.elapsed_time(b) for a, b in pairs) / 1000.0
+            if stage == "train":
+                self.train_time += total
+            else:
+                self.test_time += total
+            self._events[stage] = []
+
+        def on_fit_start(self, trainer, pl_module) -> None:
+            self._fit_start = self._last_print = time.perf_counter()
+
+        def on_fit_end(self, trainer, pl_module) -> None:
+            self._collect("train")  # a time cap can end fit inside an epoch
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+            self._start(trainer, "train")
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            self._stop(trainer, "train")
+            loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+            if loss is None:
+                return
+            bad = ~torch.isfinite(loss.detach()).all()
+            if self._cuda(trainer):
+                self._bad_loss = bad if self._bad_loss is None else (self._bad_loss | bad)
+            elif bool(bad):
+                raise CellFailure(f"non-finite training loss ({loss.item()}) at epoch {trainer.current_epoch}, batch {batch_idx}")
+
+        def on_train_epoch_end(self, trainer, pl_module) -> None:
+            self._collect("train")
+            if self._bad_loss is not None and bool(self._bad_loss):
+                raise CellFailure(f"non-finite training loss during epoch {trainer.current_epoch}")
+            self._bad_loss = None
+
+        def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0) -> None:
+            self._start(trainer, "test")
+
+        def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+            self._stop(trainer, "test")
+
+        def on_test_epoch_end(self, trainer, pl_module) -> None:
+            self._collect("test")
+
+        def on_validation_end(self, trainer, pl_module) -> None:
+            # on_validation_end, not on_validation_epoch_end: callbacks' epoch-end hooks run
+            # before the module's, so a corpus metric (BLEU, ...) logged there would be missed.
+            if trainer.sanity_checking:
+                return
+            m = trainer.callback_metrics
+
+            def get(key):
+                v = m.get(key)
+                return None if v is None else float(v)
+
+            val = get(f"val/{self.metric}")
+            if val is not None and (
+                self.best is None or (val > self.best if self.mode == "max" else val < self.best)
+            ):
+                self.best, self.best_epoch = val, trainer.current_epoch
+            self.curve.append(
+                {
+                    "epoch": trainer.current_epoch,
+                    "train_loss": get("train/loss"),
+                    "val_loss": get("val/loss"),
+                    "val_metric": val,
+                    "time_s": round(time.perf_counter() - self._fit_start, 3),
+                }
+            )
+            now = time.perf_counter()
+            if now - self._last_print >= self.every_s:
+                self._last_print = now
+                best = "n/a" if self.best is None else f"{self.best:.4f}@{self.best_epoch}"
+                cur = "n/a" if val is None else f"{val:.4f}"
+                self.emit(
+                    f"    {self.label}: epoch {trainer.current_epoch + 1}/{trainer.max_epochs} "
+                    f"val/{self.metric}={cur} best={best} ({now - self._fit_start:.0f}s)"
+                )
+
+    return CellMonitor
+
+
+@contextlib.contextmanager
+def _quiet_lightning():
+    """Lightning's info banners and data-loader advice would bury the progress lines."""
+    names = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        warnings.filterwarnings("ignore", message=".*Checkpoint directory .* exists and is not empty.*")
+        warnings.filterwarnings("ignore", message=".*number of training batches.*smaller than the logging interval.*")
+        warnings.filterwarnings("ignore", message=".*`isinstance\\(treespec, LeafSpec\\)` is deprecated.*")
+        warnings.filterwarnings("ignore", message=".*GPU available but not used.*")
+        warnings.filterwarnings("ignore", message=".*tensorboardX.*")
+        try:
+            yield
+        finally:
+            for lg, lvl in zip(loggers, levels):
+                lg.setLevel(lvl)
+
+

@@ -1,0 +1,104 @@
+"""Launchers: how the driver's cells reach workers. The driver claims nothing and trains
+nothing; a launcher hands each :class:`CellJob` to a worker that runs the unit
+(:func:`benchmarks.worker.execute_cell`) and reports a :class:`~benchmarks.worker.UnitResult`.
+
+* ``inline``: in the driver's own process, one after another (for pdb and profilers);
+* ``local`` (default): a pool of worker processes on this machine (:mod:`.local`);
+* ``slurm``: submitit job arrays (:mod:`.slurm_launcher`, ``pip install 'attnbench[slurm]'``);
+* ``ray``: Ray tasks with per-cell resources (:mod:`.ray_launcher`, ``pip install 'attnbench[ray]'``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from benchmarks.worker import UnitResult
+
+__all__ = ["CellJob", "Launcher", "LAUNCHERS", "get_launcher", "InlineLauncher", "UnitResult"]
+
+
+@dataclass
+class CellJob:
+    """One cell for a worker: where its suite lives and what it may use."""
+
+    out: Path
+    cell_id: str
+    label: str
+    data_dir: Path | None
+    cache_dir: Path
+    timeout_s: float | None = None
+    cpus: int = 1
+    gpus: float = 0.0
+    force: bool = False
+    retry_failed: bool = False
+
+
+class Launcher(Protocol):
+    name: str
+
+    def launch(self, jobs: list[CellJob], log: Callable[[str], None]) -> list[UnitResult]:
+        """Run (or submit) every job; returns the results of those it waited for."""
+
+
+class InlineLauncher:
+    """Every cell in the driver's own process, in order: no isolation, for debugging."""
+
+    name = "inline"
+
+    def __init__(self, opts: Any, args: Any = None) -> None:
+        self.opts = opts
+
+    def launch(self, jobs: list[CellJob], log: Callable[[str], None]) -> list[UnitResult]:
+        import time
+
+        from benchmarks.worker import cells_from_manifest, execute_cell, manifest_suite
+
+        results = []
+        if not jobs:
+            return results
+        cells = cells_from_manifest(jobs[0].out)
+        suite = manifest_suite(jobs[0].out)
+        for k, job in enumerate(jobs, 1):
+            t0 = time.monotonic()
+            log(f"[{k}/{len(jobs)}] {job.label} ({cells[job.cell_id].family})")
+            status, rec, _ = execute_cell(cells[job.cell_id], suite, self.opts)
+            reason = rec.get("reason") if rec and status == "failed" else None
+            results.append(UnitResult(job.cell_id, status, reason, time.monotonic() - t0))
+            log_result(log, job.label, results[-1], rec)
+        return results
+
+
+def log_result(log: Callable[[str], None], label: str, res: UnitResult, rec: dict | None = None) -> None:
+    """One line per finished cell, the same for every launcher."""
+    if res.status == "ok" and rec is not None and rec.get("test"):
+        m = rec["metric"]["name"]
+        log(f"    -> {label}: test/{m}={rec['test'][m]:.4f} (best val {rec['best_val']['value']:.4f} at epoch "
+            f"{rec['best_val']['epoch']}), {rec['cost']['train_time_s']:.1f}s")
+    elif res.status == "ok":
+        log(f"    -> {label}: ok ({res.seconds:.1f}s)")
+    elif res.status == "failed":
+        log(f"    -> {label}: FAILED: {res.reason}")
+    elif res.status == "elsewhere":
+        log(f"    -> {label}: another run is training it, left to that run")
+    else:
+        log(f"    -> {label}: finished by another run meanwhile, skipped")
+
+
+#: ``--launcher NAME`` -> "module:Class"; a launcher is built as ``Class(opts, args)`` with the
+#: driver's :class:`~benchmarks.runner.RunOptions` and the parsed command line (or ``None``).
+LAUNCHERS: dict[str, str] = {
+    "inline": "benchmarks.launchers:InlineLauncher",
+    "local": "benchmarks.launchers.local:LocalLauncher",
+    "slurm": "benchmarks.launchers.slurm_launcher:SlurmLauncher",
+    "ray": "benchmarks.launchers.ray_launcher:RayLauncher",
+}
+
+
+def get_launcher(name: str) -> type:
+    if name not in LAUNCHERS:
+        raise ValueError(f"unknown launcher {name!r}; valid: {', '.join(LAUNCHERS)}")
+    module, cls = LAUNCHERS[name].split(":")
+    return getattr(importlib.import_module(module), cls)

@@ -1,0 +1,189 @@
+"""The local pool: up to ``--jobs`` cells at once on this machine, each in a process of its own.
+
+Workers are forked from a warm parent (``multiprocessing``'s forkserver with torch, Lightning and
+the task packages preloaded), so a short cell does not pay for importing torch, and each cell
+still starts from a fresh process state. A cell's process writes its own record; when it dies
+without one (segfault, SIGKILL by the OOM killer, ``os._exit``, or the per-cell time limit),
+the pool writes a ``failed`` record with the cause, the tail of the cell's log and the peak
+memory it saw, and the matrix goes on.
+
+Resources: on CPU each worker gets ``cores // jobs`` torch threads (never oversubscribed); with
+``--gpus 0,1`` each worker gets one ``CUDA_VISIBLE_DEVICES`` slot, and ``--cells-per-gpu K``
+packs K cells onto one GPU (recorded in each record as ``cells_sharing_device``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import socket
+import time
+from typing import Any, Callable
+
+from benchmarks.launchers import CellJob, log_result
+from benchmarks.runner import _on_disk
+from benchmarks.worker import (EXIT, PLUGINS_ENV, RESOURCES_ENV, UnitResult, cells_from_manifest, log_path,
+                               manifest_suite, record_target, unit_result)
+
+PRELOAD = ["torch", "lightning", "benchmarks.runner", "benchmarks.worker", "tasks.common.registry",
+           "tasks.graphs", "tasks.pos_tagging", "tasks.translation", "tasks.speech", "tasks.vision"]
+POLL_S = 0.2
+
+
+def _child(job: CellJob, env: dict[str, str], threads: int | None) -> None:
+    """A forked worker: its own log, threads and GPU slot, then the unit."""
+    import faulthandler
+    import signal
+    import sys
+
+    signal.signal(signal.SIGTERM, _interrupt)  # stop cleanly: the claim is released on the way out
+    signal.signal(signal.SIGINT, _interrupt)
+    os.environ.update(env)
+    log = log_path(job.out, cells_from_manifest(job.out)[job.cell_id])
+    log.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    faulthandler.enable(file=sys.stderr)  # a segfault leaves its Python stack in the log
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    from benchmarks.runner import RunOptions
+    from benchmarks.worker import execute_cell, load_plugins
+
+    load_plugins()
+    opts = RunOptions(out=job.out, data_dir=job.data_dir, cache_dir=job.cache_dir, force=job.force,
+                      retry_failed=job.retry_failed, log=lambda m: print(m, flush=True))
+    cell = cells_from_manifest(job.out)[job.cell_id]
+    try:
+        status, _, _ = execute_cell(cell, manifest_suite(job.out), opts)
+    except (KeyboardInterrupt, SystemExit):  # stopped by the driver: no record, the cell stays pending
+        print(f"cell {job.cell_id}: interrupted", flush=True)
+        os._exit(130)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT[status])  # no atexit handlers of the forked parent's modules
+
+
+def _stop_all(procs: list, grace_s: float = 10.0) -> None:
+    """Ctrl-C or an error in the driver: ask the workers to stop (SIGTERM: they release their
+    claims and write no record, so the cells stay pending), then kill what is left."""
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            proc.terminate()
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _rss(pid: int) -> int | None:
+    try:
+        import psutil
+
+        return psutil.Process(pid).memory_info().rss
+    except Exception:  # noqa: BLE001 - gone, or psutil missing: no sample
+        return None
+
+
+class LocalLauncher:
+    """``--jobs N`` worker processes on this machine (``--gpus``, ``--cells-per-gpu``)."""
+
+    name = "local"
+
+    def __init__(self, opts: Any, args: Any = None) -> None:
+        self.opts = opts
+        gpus = getattr(args, "gpus", None)
+        self.gpus: list[str] = [g.strip() for g in gpus.split(",")] if gpus else []
+        self.per_gpu = int(getattr(args, "cells_per_gpu", None) or 1)
+        slots = len(self.gpus) * self.per_gpu
+        self.jobs = int(getattr(args, "jobs", None) or (slots or 1))
+        if slots:
+            self.jobs = min(self.jobs, slots)
+        self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        self.threads = max(1, self.cores // self.jobs)
+
+    def _context(self):
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD + [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m])
+        return ctx
+
+    def launch(self, jobs: list[CellJob], log: Callable[[str], None]) -> list[UnitResult]:
+        if not jobs:
+            return []
+        cells = cells_from_manifest(jobs[0].out)
+        suite = manifest_suite(jobs[0].out)
+        ctx = self._context()
+        free = [g for g in self.gpus for _ in range(self.per_gpu)]
+        pending = list(jobs)
+        running: dict[Any, tuple[CellJob, float, str | None, dict]] = {}
+        peaks: dict[str, int] = {}
+        results: list[UnitResult] = []
+        total, started, t_start, last_progress = len(jobs), 0, time.monotonic(), 0.0
+        log(f"local pool: {self.jobs} worker(s), {self.threads} torch thread(s) each"
+            + (f", GPUs {','.join(self.gpus)} x {self.per_gpu} cell(s) each" if self.gpus else ""))
+        try:
+            while pending or running:
+                while pending and len(running) < self.jobs:
+                    job = pending.pop(0)
+                    slot = free.pop(0) if self.gpus else None
+                    resources = {"launcher": "local", "node": socket.gethostname(), "jobs": self.jobs,
+                                 "cells_sharing_device": self.per_gpu if slot is not None else 1,
+                                 "gpu_index": slot}
+                    env = {RESOURCES_ENV: json.dumps(resources), "OMP_NUM_THREADS": str(self.threads),
+                           PLUGINS_ENV: os.environ.get(PLUGINS_ENV, "")}  # the driver's, not the server's
+                    if slot is not None:
+                        env["CUDA_VISIBLE_DEVICES"] = slot
+                    before = _on_disk(record_target(job.out, cells[job.cell_id]))
+                    proc = ctx.Process(target=_child, args=(job, env, self.threads), name=f"cell-{job.cell_id}")
+                    proc.start()
+                    running[proc] = (job, time.monotonic(), slot, resources, before)
+                    started += 1
+                    log(f"[{started}/{total}] {job.label} ({cells[job.cell_id].family})")
+                time.sleep(POLL_S)
+                for proc in list(running):
+                    job, t0, slot, resources, before = running[proc]
+                    rss = _rss(proc.pid) if proc.pid else None
+                    if rss:
+                        peaks[job.cell_id] = max(peaks.get(job.cell_id, 0), rss)
+                    timed_out = job.timeout_s is not None and time.monotonic() - t0 > job.timeout_s
+                    if proc.is_alive() and not timed_out:
+                        continue
+                    if timed_out and proc.is_alive():
+                        proc.kill()
+                    proc.join()
+                    del running[proc]
+                    if slot is not None:
+                        free.append(slot)
+                    res = unit_result(job.out, cells[job.cell_id], suite, proc.exitcode,
+                                      f"timed out after {job.timeout_s:.0f} s (killed)" if timed_out else None,
+                                      time.monotonic() - t0, before, peak_rss=peaks.get(job.cell_id),
+                                      resources={**resources, "cpu_threads": self.threads})
+                    results.append(res)
+                    rec = None
+                    if res.status == "ok":
+                        rec = _on_disk(record_target(job.out, cells[job.cell_id]))
+                    log_result(log, job.label, res, rec)
+                now = time.monotonic()
+                if results and now - last_progress >= 10 and (pending or running):
+                    last_progress = now
+                    done = len(results)
+                    eta = (now - t_start) / done * (total - done) / 60
+                    failed = sum(r.status == "failed" for r in results)
+                    log(f"  progress: {done}/{total} done ({failed} failed), {len(running)} running, "
+                        f"{len(pending)} pending, ETA {eta:.1f} min")
+        finally:
+            _stop_all(list(running))
+        return results
