@@ -185,6 +185,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- data
+def _one_line(err: BaseException) -> str:
+    """A message on one line (third-party errors embed newlines, e.g. every URL tried)."""
+    return " ".join(str(err).split())
+
+
 def add_data(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="check (and fetch, with a network) the datasets a config needs",
                        description="Load each real dataset of a config (default: every registered real "
@@ -197,6 +202,7 @@ def add_data(sub: argparse._SubParsersAction) -> None:
 def cmd_data(args: argparse.Namespace) -> int:
     from benchmarks.runner import DEFAULT_CACHE
     from benchmarks.suite import load_suite
+    from tasks.common.data import DataCorrupt
     from tasks.common.registry import available_tasks, get_task
 
     data_dir = _data_dir(args.data_dir)
@@ -230,11 +236,17 @@ def cmd_data(args: argparse.Namespace) -> int:
             print(f"ok       {label} ({kind}): {info}  {dm.checksum()}")
         except FileNotFoundError as err:  # DataMissing is one: an expected file is absent
             bad += 1
-            print(f"MISSING  {label}: {err}")
+            print(f"MISSING  {label}: {_one_line(err)}")
+        except ValueError as err:  # a refused parameter (a path escaping the cache, ...), not bad data
+            if isinstance(err, DataCorrupt):
+                bad += 1
+                print(f"CORRUPT  {label}: {_one_line(err)}")
+                continue
+            bad += 1
+            print(f"INVALID  {label}: {_one_line(err)}")
         except Exception as err:  # noqa: BLE001 - present but unreadable (DataCorrupt, ...): report each, then fail
             bad += 1
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            print(f"CORRUPT  {label}: {reason}")
+            print(f"CORRUPT  {label}: {_one_line(err) or type(err).__name__}")
     return 1 if bad else 0
 
 

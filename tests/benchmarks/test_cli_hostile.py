@@ -336,3 +336,18 @@ def test_the_device_and_tf32_are_part_of_a_gpu_cell_id_but_cpu_ids_stay(tmp_path
     # --accelerator on the command line is an override like --set: the dry run lists the GPU ids
     code, out, _ = _run_cli(["run", cfg_path, "--dry-run", "--accelerator", "gpu"], capsys)
     assert code == 0 and gpu.cell_id in out and cpu.cell_id not in out
+
+
+# --------------------------------------------------------------------------- attnbench data
+def test_data_says_corrupt_for_a_present_but_unreadable_file(tmp_path, capsys):
+    raw = tmp_path / "data" / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        (raw / f"{name}.gz").write_bytes(b"not gzip at all")
+    cfg = tmp_path / "v.yaml"
+    cfg.write_text("suite: v\ncells:\n  - {task: vision, dataset: mnist, models: [cnn]}\n")
+    code, out, err = _run_cli(["data", cfg, "--data-dir", tmp_path / "data", "--cache-dir", tmp_path / "cache"], capsys)
+    assert code == 1
+    (line,) = [ln for ln in out.splitlines() if ln.strip()]
+    assert line.startswith("CORRUPT") and str(raw / "train-images-idx3-ubyte.gz") in line
+    _no_traceback(out, err)
