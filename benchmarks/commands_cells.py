@@ -40,6 +40,9 @@ def add_launcher_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cell-timeout", type=float, metavar="S",
                    help="wall limit per cell process in seconds (default: 2 x max_time_s + 600; none "
                         "for cells without a time budget)")
+    g.add_argument("--logger", action="append", default=[], metavar="NAME",
+                   help="attach an experiment tracker to every cell: csv, tensorboard, wandb or mlflow "
+                        "(repeatable; offline, under OUT/logs or OUT/mlruns; the JSON records stay the truth)")
     for name in LAUNCHER_OPTION_MODULES:
         try:
             mod = importlib.import_module(name)
@@ -75,11 +78,34 @@ def make_launcher(args: argparse.Namespace, opts: Any, cells: list) -> Any:
                 raise _cli_error(msg + "; drop --strict-sharing or --cells-per-gpu")
             print(f"warning: {msg}", file=sys.stderr)
     opts.cell_timeout = args.cell_timeout
+    _check_loggers(args.logger)
     try:
         cls = get_launcher(args.launcher)
     except ImportError as err:
         raise _cli_error(f"the {args.launcher} launcher is not available: {err}") from None
     return cls(opts, args)
+
+
+#: the package each tracker needs, and the pip name to install
+_LOGGER_PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb"),
+                    "mlflow": ("mlflow", "mlflow")}
+
+
+def _check_loggers(names: list[str]) -> None:
+    """Each ``--logger`` known and importable (else one line naming what to install); the
+    choice reaches every worker through ``$ATTNBENCH_LOGGER``."""
+    import importlib.util
+
+    from benchmarks.runner import LOGGER_ENV, LOGGERS
+
+    for name in names:
+        if name not in LOGGERS:
+            raise _cli_error(f"--logger {name!r}: unknown; valid: {', '.join(LOGGERS)}")
+        module, pip = _LOGGER_PACKAGES.get(name, (None, None))
+        if module and importlib.util.find_spec(module) is None:
+            raise _cli_error(f"--logger {name} needs the {pip} package: pip install {pip}")
+    if names:
+        os.environ[LOGGER_ENV] = ",".join(dict.fromkeys(names))
 
 
 # ----------------------------------------------------------------------------- cell

@@ -89,7 +89,7 @@ def _trainer_kwargs(cell: Cell, opts: RunOptions, ckpt_dir: Path) -> dict[str, A
         gradient_clip_val=t["gradient_clip_val"],
         check_val_every_n_epoch=t["check_val_every_n_epoch"],
         deterministic=t["deterministic"],
-        logger=False,
+        logger=_loggers(cell, opts.out),
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
@@ -98,6 +98,36 @@ def _trainer_kwargs(cell: Cell, opts: RunOptions, ckpt_dir: Path) -> dict[str, A
     if t["max_time_s"]:
         kw["max_time"] = dt.timedelta(seconds=float(t["max_time_s"]))
     return kw
+
+
+#: ``attnbench run --logger NAME``: experiment trackers attached to every cell (the JSON records
+#: stay the source of truth). Passed to workers in ``$ATTNBENCH_LOGGER``.
+LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
+LOGGER_ENV = "ATTNBENCH_LOGGER"
+
+
+def _loggers(cell: Cell, out: Path) -> Any:
+    """Lightning loggers named suite / cell id, writing under ``OUT/logs`` (offline by default:
+    wandb in offline mode unless ``WANDB_MODE`` says otherwise, mlflow to a local file store)."""
+    names = [n for n in os.environ.get(LOGGER_ENV, "").split(",") if n]
+    if not names:
+        return False
+    from lightning.pytorch import loggers as PL
+
+    suite, save = str(cell.config.get("suite", "") or out.name), str(out / "logs")
+    made = []
+    for name in names:
+        if name == "csv":
+            made.append(PL.CSVLogger(save, name=suite, version=cell.cell_id))
+        elif name == "tensorboard":
+            made.append(PL.TensorBoardLogger(save, name=suite, version=cell.cell_id))
+        elif name == "wandb":
+            os.environ.setdefault("WANDB_MODE", "offline")
+            made.append(PL.WandbLogger(project=suite, name=cell.label, id=cell.cell_id, save_dir=save))
+        elif name == "mlflow":
+            made.append(PL.MLFlowLogger(experiment_name=suite, run_name=cell.cell_id,
+                                        tracking_uri=os.environ.get("MLFLOW_TRACKING_URI") or (out / "mlruns").resolve().as_uri()))
+    return made
 
 
 def new_record(cell: Cell, suite: str) -> dict[str, Any]:

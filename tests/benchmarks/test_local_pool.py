@@ -173,3 +173,22 @@ def test_killing_the_driver_leaves_nothing_half_done_and_a_rerun_resumes(tmp_pat
     assert again.returncode == 0, se[-2000:]
     assert f"skipped {len(done)} finished ones" in so
     assert len(R.load_records(out)) == 3
+
+
+def test_csv_logger_per_cell_and_a_missing_tracker_is_one_line(tmp_path, capsys, monkeypatch):
+    from benchmarks.runner import LOGGER_ENV
+
+    monkeypatch.delenv(LOGGER_ENV, raising=False)
+    out = tmp_path / "out"
+    assert main(["run", str(_cfg(tmp_path, seeds=1)), "--out", str(out), "--logger", "csv", "--no-report"]) == 0
+    (rec,) = R.load_records(out)
+    metrics = list((out / "logs").rglob("metrics.csv"))
+    assert len(metrics) == 1 and rec["cell_id"] in str(metrics[0])
+    monkeypatch.delenv(LOGGER_ENV, raising=False)
+    for name, needle in (("nope", "unknown"), ("wandb", "pip install wandb")):
+        import importlib.util
+
+        if name == "wandb" and importlib.util.find_spec("wandb") is not None:
+            continue
+        assert main(["run", str(_cfg(tmp_path)), "--out", str(tmp_path / "o2"), "--logger", name]) == 2
+        assert needle in capsys.readouterr().err
