@@ -694,6 +694,13 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
         g.comparisons = [_compare(g, fam, confidence) for fam in BASELINE_FAMILIES]
         groups.append(g)
 
+    # ---- records measured on a shared device: their time budgets and throughput are not comparable
+    shared = [rec for rec in records if int(((rec.get("resources") or {}).get("cells_sharing_device")) or 1) > 1]
+    if shared:
+        shown = ", ".join(rel(r) for r in shared[:5]) + (f", ... ({len(shared) - 5} more)" if len(shared) > 5 else "")
+        warn("shared", f"{len(shared)} record(s) were measured with the device shared between cells "
+                       f"(--cells-per-gpu): compare their time, throughput and time-capped quality with care: {shown}")
+
     # ---- environment disagreements that are warnings
     commits = Counter((r.get("env") or {}).get("git_commit") for r in records)
     if len(commits) > 1:
@@ -1360,6 +1367,7 @@ _WARNING_TITLES = (
     ("failed", "Failed cells"),
     ("missing", "Missing cells (in a suite manifest, no record)"),
     ("unequal_seeds", "Unequal seed counts"),
+    ("shared", "Measured on a shared device"),
     ("commits", "Git commits"),
     ("duplicates", "Duplicate records"),
     ("stale", "Records not in the suite manifest"),

@@ -351,3 +351,15 @@ def test_data_says_corrupt_for_a_present_but_unreadable_file(tmp_path, capsys):
     (line,) = [ln for ln in out.splitlines() if ln.strip()]
     assert line.startswith("CORRUPT") and str(raw / "train-images-idx3-ubyte.gz") in line
     _no_traceback(out, err)
+
+
+def test_report_flags_records_measured_on_a_shared_device(tmp_path):
+    from benchmarks.report import analyse
+
+    _fake_suite(tmp_path / "s", "s", 0.5)
+    (path,) = list((tmp_path / "s").rglob("*.json"))
+    rec = json.loads(path.read_text())
+    assert "shared" not in analyse(tmp_path / "s").warnings
+    rec["resources"] = {"cells_sharing_device": 4}
+    R.write_json_atomic(path, rec)
+    assert "shared device" in analyse(tmp_path / "s").warnings["shared"][0]
