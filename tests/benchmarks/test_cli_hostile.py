@@ -362,4 +362,4 @@ def test_report_flags_records_measured_on_a_shared_device(tmp_path):
     assert "shared" not in analyse(tmp_path / "s").warnings
     rec["resources"] = {"cells_sharing_device": 4}
     R.write_json_atomic(path, rec)
-    assert "shared device" in analyse(tmp_path / "s").warnings["shared"][0]
+    assert "device shared between cells" in analyse(tmp_path / "s").warnings["shared"][0]
