@@ -114,7 +114,8 @@ class AttentionLayer(nn.Module):
 
     def forward(self, x: Tensor, edge_index: Tensor | None) -> Tensor:
         h = self.lin(x).unflatten(-1, (self.heads, self.head_dim))  # (N, H, D)
-        q, k = h * self.att_dst, h * self.att_src
+        # the score vectors in h's dtype: under bf16 autocast h is bf16 and q, k, v must agree
+        q, k = h * self.att_dst.to(h.dtype), h * self.att_src.to(h.dtype)
         p = self.attn_dropout if self.training else 0.0
         if self.pattern == "graph":
             out = attn_core.graph_attention(q, k, h, edge_index, score=self.score, dropout_p=p)  # (N, H, D)
