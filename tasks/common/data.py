@@ -31,7 +31,9 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import lightning as L
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset, Sampler, Subset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler, Subset
+
+from tasks.common.sampling import BucketBatchSampler, ShardedBatchSampler, rank_and_world
 
 __all__ = [
     "DataMissing", "DataCorrupt", "corrupt", "reading", "origin", "safe_unpickle", "SAFE_PICKLE_GLOBALS",
@@ -296,83 +298,6 @@ def pad_sequences(seqs: Sequence[Tensor], pad_value: float | int = 0) -> tuple[T
     return out, mask
 
 
-class BucketBatchSampler(Sampler[list[int]]):
-    """Batches of similar length, so that little compute goes to padding.
-
-    Indices are sorted by length inside pools of ``pool_batches`` batches (shuffled first when
-    ``shuffle``), cut into batches of at most ``batch_size`` items and, with ``max_tokens``,
-    at most ``max_tokens`` padded tokens (``len(batch) * longest``); the batch order is then
-    shuffled. The shuffle is seeded by ``seed`` and the epoch (:meth:`set_epoch`, or advanced
-    automatically each ``__iter__``), so runs are repeatable.
-    """
-
-    def __init__(
-        self,
-        lengths: Sequence[int],
-        batch_size: int,
-        *,
-        max_tokens: int | None = None,
-        shuffle: bool = True,
-        seed: int = 0,
-        pool_batches: int = 50,
-        drop_last: bool = False,
-    ) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size={batch_size}; must be >= 1")
-        if max_tokens is not None and max_tokens < 1:
-            raise ValueError(f"max_tokens={max_tokens}; must be >= 1 or None")
-        self.lengths = [int(x) for x in lengths]
-        self.batch_size = batch_size
-        self.max_tokens = max_tokens
-        self.shuffle = shuffle
-        self.seed = seed
-        self.pool = max(1, pool_batches) * batch_size
-        self.drop_last = drop_last
-        self.epoch = 0
-        self._auto_epoch = True
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-        self._auto_epoch = False
-
-    def _batches(self, epoch: int) -> list[list[int]]:
-        n = len(self.lengths)
-        g = torch.Generator().manual_seed(self.seed * 100003 + epoch)
-        order = torch.randperm(n, generator=g).tolist() if self.shuffle else list(range(n))
-        batches: list[list[int]] = []
-        for start in range(0, n, self.pool):
-            pool = sorted(order[start : start + self.pool], key=lambda i: self.lengths[i])
-            cur: list[int] = []
-            longest = 0
-            for i in pool:
-                ln = max(self.lengths[i], 1)
-                new_longest = max(longest, ln)
-                too_many = len(cur) + 1 > self.batch_size
-                too_long = self.max_tokens is not None and cur and (len(cur) + 1) * new_longest > self.max_tokens
-                if cur and (too_many or too_long):
-                    batches.append(cur)
-                    cur, new_longest = [], ln
-                cur.append(i)
-                longest = new_longest
-            if cur:
-                batches.append(cur)
-        if self.drop_last and batches and len(batches[-1]) < self.batch_size and self.max_tokens is None:
-            batches = batches[:-1]
-        if self.shuffle:
-            perm = torch.randperm(len(batches), generator=g).tolist()
-            batches = [batches[i] for i in perm]
-        return batches
-
-    def __iter__(self) -> Iterator[list[int]]:
-        batches = self._batches(self.epoch)
-        if self._auto_epoch:
-            self.epoch += 1
-        return iter(batches)
-
-    def __len__(self) -> int:
-        return len(self._batches(self.epoch))
-
-
 def subset_indices(n: int, fraction: float, seed: int) -> list[int]:
     """A seeded random ``fraction`` of ``range(n)`` (at least one item), in ascending order."""
     if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
@@ -483,9 +408,13 @@ class SplitDataModule(L.LightningDataModule):
         if self.length(first) is not None:
             lengths = [self.length(ds[i]) for i in range(len(ds))]
             sampler = BucketBatchSampler(lengths, bs, max_tokens=self.max_tokens, shuffle=train,
-                                         seed=self.shuffle_seed)
+                                         seed=self.shuffle_seed, even=train)
             return DataLoader(ds, batch_sampler=sampler, collate_fn=self.collate, num_workers=self.num_workers)
         g = torch.Generator().manual_seed(self.shuffle_seed)
+        if rank_and_world()[1] > 1:  # the same batches as one process, this rank's shard (tasks.common.sampling)
+            order = RandomSampler(ds, generator=g) if train else SequentialSampler(ds)
+            sharded = ShardedBatchSampler(BatchSampler(order, bs, drop_last=False), even=train)
+            return DataLoader(ds, batch_sampler=sharded, collate_fn=self.collate, num_workers=self.num_workers)
         return DataLoader(ds, batch_size=bs, shuffle=train, generator=g if train else None,
                           collate_fn=self.collate, num_workers=self.num_workers)
 
