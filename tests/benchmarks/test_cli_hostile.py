@@ -363,3 +363,9 @@ def test_report_flags_records_measured_on_a_shared_device(tmp_path):
     rec["resources"] = {"cells_sharing_device": 4}
     R.write_json_atomic(path, rec)
     assert "device shared between cells" in analyse(tmp_path / "s").warnings["shared"][0]
+
+
+@pytest.mark.parametrize("argv", [["--devices", "2"], ["--devices", "0,1"], ["--set", "trainer.devices=2"]])
+def test_a_cell_on_several_devices_is_refused_with_the_alternative(argv, tmp_path, capsys):
+    code, _, err = _run_cli(["run", _toy(tmp_path), "--dry-run", *argv], capsys)
+    assert code == 2 and "is refused for now" in err and "--jobs" in err
