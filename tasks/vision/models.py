@@ -231,10 +231,11 @@ class SmallResNet(torchvision.models.ResNet):
     ``memory_format`` picks the layout of weights and activations, decided at each forward from
     the input's device: ``"auto"`` runs channels_last (NHWC, the layout tensor cores want) on CUDA
     and NCHW everywhere else; ``"contiguous"`` is NCHW everywhere; ``"channels_last"`` forces NHWC
-    and is refused on a non-CUDA input. On CPU, oneDNN's channels_last backward of strided 1x1
-    convolutions (the ResNet's downsample) is broken on AVX2-only CPUs (torch 2.14.1, in-channels
-    not a multiple of 8): wrong weight gradients, or heap corruption that aborts the process. A
-    self-test cannot guard it (a crash kills the process), so CPU always runs NCHW."""
+    and is refused on a non-CUDA input. On CPU, oneDNN's channels_last backward of stride-2 1x1
+    convolutions (the ResNet's downsample) is broken on AVX2-only CPUs (torch 2.14.1; seen with 2
+    to 7 in-channels, nondeterministically): wrong weight gradients, or heap corruption that aborts
+    the process. A self-test cannot guard it (a crash kills the process, and a run that passes
+    proves nothing about the next), so CPU always runs NCHW."""
 
     def __init__(self, channels: int, height: int, width: int, num_classes: int, *, base_channels: int = 64,
                  layers: tuple[int, ...] | list[int] = (2, 2, 2, 2), zero_init_residual: bool = True,
