@@ -75,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser | Any) -> None:
                    help="time limit of one cell's job in minutes (default 60); a cell that reaches it is "
                         "requeued and restarted, at most 3 times")
     g.add_argument("--slurm-gpus-per-cell", type=_count, metavar="N",
-                   help="GPUs per cell (default: what the cell's trainer asks for, rounded up)")
+                   help="GPUs per cell (default: the cell's GPU share from the driver, rounded up; 0 on CPU)")
     g.add_argument("--slurm-cpus-per-cell", type=_positive_int, metavar="N",
                    help="CPU cores per cell (default: the launcher's per-cell CPUs)")
     g.add_argument("--slurm-array-parallelism", type=_positive_int, default=256, metavar="N",

@@ -92,23 +92,23 @@ def test_slurm_gives_inline_cells_and_metrics_and_a_crash_is_a_failed_record(loc
 def test_no_wait_returns_at_once_and_status_follows_the_cells(local_slurm, tmp_path, capsys):
     cfg, out = _cfg(tmp_path, "nowait"), tmp_path / "out"
     t0 = time.monotonic()
-    assert _run(cfg, out, "--launcher", "slurm", "--no-wait") == 0
+    assert _run(cfg, out, "--launcher", "slurm", "--no-wait", "--set", "seeds=1") == 0
     took = time.monotonic() - t0
     text = capsys.readouterr().out
     assert took < 15, f"--no-wait took {took:.1f} s"
     assert f"attnbench status {out}" in text
     assert main(["status", str(out)]) == 0
     first = capsys.readouterr().out
-    assert f"{out}: 2 cells: 0 done" in first, first
+    assert f"{out}: 1 cells: 0 done" in first, first
 
     def finished() -> str | None:
         main(["status", str(out)])
         now = capsys.readouterr().out
-        return now if "2 done" in now else None
+        return now if "1 done" in now else None
 
-    _wait_for(finished, 120, "both cells to finish")
-    recs = _records(out)
-    assert len(recs) == 2 and all(r["status"] == "ok" for r in recs.values())
+    _wait_for(finished, 120, "the cell to finish")
+    (rec,) = _records(out).values()
+    assert rec["status"] == "ok" and rec["resources"]["launcher"] == "slurm"
 
 
 @pytest.mark.slow  # Slurm holds a requeued job ~12 s (cred_expire=10) before it may start again
@@ -147,3 +147,14 @@ def test_missing_submitit_is_one_line(monkeypatch, tmp_path, capsys):
     assert _run(_cfg(tmp_path, "x"), tmp_path / "out", "--launcher", "slurm") == 2
     err = capsys.readouterr().err
     assert "the slurm launcher needs submitit: pip install 'attnbench[slurm]'" in err and "Traceback" not in err
+
+
+def test_no_sbatch_is_one_line(monkeypatch, tmp_path, capsys):
+    pytest.importorskip("submitit", reason="the slurm launcher needs submitit: pip install 'attnbench[slurm]'")
+    import shutil
+
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "sbatch" else real_which(name, *a, **k))
+    assert _run(_cfg(tmp_path, "x"), tmp_path / "out", "--launcher", "slurm") == 2
+    err = capsys.readouterr().err
+    assert "the slurm launcher needs Slurm's sbatch on PATH" in err and "Traceback" not in err
