@@ -30,6 +30,7 @@ config, and the list of expected cells with their ids) so a report can tell miss
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
@@ -155,6 +156,51 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+#: /proc/cpuinfo flags that decide kernel speed (x86 vector and matrix units, ARM SIMD)
+VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+                "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve")
+
+
+def _cpuinfo() -> dict[str, Any]:
+    """What the kernel reports about the CPU: vector extensions, current and maximum MHz,
+    physical cores (empty values where /proc or /sys do not say)."""
+    info: dict[str, Any] = {"cpu_vector": None, "cpu_mhz": None, "cpu_max_mhz": None, "cpu_physical_cores": None}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return info
+    flags: set[str] = set()
+    cores: set[tuple[str, str]] = set()
+    phys = core = ""
+    for line in text.splitlines():
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key in ("flags", "Features"):
+            flags.update(value.split())
+        elif key == "cpu MHz" and info["cpu_mhz"] is None:
+            info["cpu_mhz"] = round(float(value)) if value.replace(".", "", 1).isdigit() else None
+        elif key == "physical id":
+            phys = value
+        elif key == "core id":
+            core = value
+            cores.add((phys, core))
+    info["cpu_vector"] = [f for f in VECTOR_FLAGS if f in flags]
+    info["cpu_physical_cores"] = len(cores) or None
+    with contextlib.suppress(OSError, ValueError):
+        info["cpu_max_mhz"] = round(int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()) / 1000)
+    return info
+
+
+def _gpu_driver() -> str | None:
+    """The NVIDIA driver version (``nvidia-smi``), or ``None`` without one."""
+    try:
+        res = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = res.stdout.strip().splitlines() if res.returncode == 0 else []
+    return lines[0].strip() if lines else None
+
+
 def _mem_total() -> int | None:
     try:
         with open("/proc/meminfo") as f:
@@ -172,8 +218,10 @@ def _version(mod: str) -> str | None:
         return None
 
 
-def environment(device: str | None = None) -> dict[str, Any]:
-    """What a result needs to be reproduced: versions, hardware, git commit and dirty flag."""
+def environment(device: str | None = None, fingerprint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a result needs to be reproduced: versions, hardware (CPU model, vector extensions,
+    MHz, cores; GPU, memory, driver), the run's speed ``fingerprint``
+    (:mod:`benchmarks.fingerprint`), git commit and dirty flag."""
     import torch
 
     cuda = torch.cuda.is_available()
@@ -196,7 +244,10 @@ def environment(device: str | None = None) -> dict[str, Any]:
         "device_name": props.name if props else _cpu_name(),
         "device_memory_bytes": props.total_memory if props else None,
         "cudnn": torch.backends.cudnn.version() if on_gpu else None,
+        "gpu_driver": _gpu_driver() if on_gpu else None,
         "cpu_model": _cpu_name(),
+        **_cpuinfo(),
+        "cpu_capability": _cpu_capability(torch),
         "cpu_count": os.cpu_count(),
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "memory_total_bytes": _mem_total(),
@@ -209,4 +260,13 @@ def environment(device: str | None = None) -> dict[str, Any]:
         "git_commit": commit,
         "git_dirty": None if status is None else bool(status),
         "argv": sys.argv,
+        "fingerprint": fingerprint,
     }
+
+
+def _cpu_capability(torch: Any) -> str | None:
+    """The CPU kernels torch dispatches to (``AVX2``, ``AVX512``, ...)."""
+    try:
+        return str(torch.backends.cpu.get_cpu_capability())
+    except (AttributeError, RuntimeError):
+        return None

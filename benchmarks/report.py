@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from benchmarks import stats
+from benchmarks import report_budget, stats
 from benchmarks.records import MANIFEST, RUNS_DIR, load_manifests, load_records
 
 __all__ = [
@@ -701,6 +701,9 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
         warn("shared", f"{len(shared)} record(s) were measured with the device shared between cells "
                        f"(--cells-per-gpu): compare their time, throughput and time-capped quality with care: {shown}")
 
+    for msg in report_budget.budget_warnings(groups, lambda g: _group_title(g, multi)):
+        warn("budgets", msg)  # one table's models stopped by different kinds of budget
+
     # ---- environment disagreements that are warnings
     commits = Counter((r.get("env") or {}).get("git_commit") for r in records)
     if len(commits) > 1:
@@ -790,6 +793,7 @@ def _environment_blocks(an: Analysis) -> list[Any]:
                        ("device name", "device_name"), ("platform", "platform"), ("CPU count", "cpu_count"),
                        ("torch threads", "torch_threads")):
         rows.append([label, _distinct(e.get(key) for e in envs)])
+    rows += report_budget.environment_rows(envs, _distinct)
     rows.append(["precision", _distinct(((r.get("config") or {}).get("trainer") or {}).get("precision", "32-true")
                                         for r in recs)])
     if any(e.get("float32_matmul_precision") for e in envs):
@@ -1281,7 +1285,7 @@ def _leaderboard(g: Group, an: Analysis) -> _Table:
         if len(m.ok) != len(m.values):
             seeds += f" ({len(m.ok) - len(m.values)} ok without metric)"
         rows.append([
-            r, m.model, m.family, str(m.pattern or "–"), ms, ci, fmt_si(c.get("params")),
+            r, m.model + report_budget.model_marker(m.ok), m.family, str(m.pattern or "–"), ms, ci, fmt_si(c.get("params")),
             fmt_si(c.get("flops_per_sample")), fmt_seconds(c.get("train_time_s_mean")),
             _throughput(c.get("train_samples_per_s"), c.get("train_tokens_per_s")),
             _throughput(c.get("infer_samples_per_s"), c.get("infer_tokens_per_s")), mem, seeds,
@@ -1368,6 +1372,7 @@ _WARNING_TITLES = (
     ("missing", "Missing cells (in a suite manifest, no record)"),
     ("unequal_seeds", "Unequal seed counts"),
     ("shared", "Measured on a shared device"),
+    ("budgets", "Models stopped by different budgets"),
     ("commits", "Git commits"),
     ("duplicates", "Duplicate records"),
     ("stale", "Records not in the suite manifest"),
@@ -1453,6 +1458,9 @@ def write_report(
         blocks.append(_P(f"Test {g.metric} at the best-validation checkpoint "
                          f"({'higher' if g.mode == 'max' else 'lower'} is better); ranked by mean.", "note"))
         blocks.append(_leaderboard(g, an))
+        capped = report_budget.leaderboard_note(g.models)
+        if capped:
+            blocks.append(_P(capped, "warn"))
         blocks.append(_H(3, "Attention against the best baselines"))
         blocks.append(_comparison_table(g, an.confidence))
         blocks.append(_List([c.message for c in g.comparisons]))

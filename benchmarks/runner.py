@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import fingerprint as F
 from benchmarks import records as R
 from benchmarks.callbacks import CellFailure, _callbacks_module, _quiet_lightning
 from benchmarks.measure import PeakMemory, is_oom_error
-from benchmarks.suite import Cell, expand
+from benchmarks.suite import Cell, expand, resolve_device
 
 DEFAULT_CACHE = Path(os.environ.get("ATTNBENCH_CACHE", Path.home() / ".cache" / "attnbench"))
 
@@ -75,7 +76,7 @@ def _flops_per_sample(module, datamodule) -> float | None:
         return None
 
 
-def _trainer_kwargs(cell: Cell, opts: RunOptions, ckpt_dir: Path) -> dict[str, Any]:
+def _trainer_kwargs(cell: Cell, opts: RunOptions, ckpt_dir: Path, time_cap_s: float | None = None) -> dict[str, Any]:
     import datetime as dt
 
     t = cell.config["trainer"]
@@ -95,8 +96,8 @@ def _trainer_kwargs(cell: Cell, opts: RunOptions, ckpt_dir: Path) -> dict[str, A
         num_sanity_val_steps=0,
         default_root_dir=str(ckpt_dir),
     )
-    if t["max_time_s"]:
-        kw["max_time"] = dt.timedelta(seconds=float(t["max_time_s"]))
+    if time_cap_s:  # max_time_s in seconds on this machine (F.cell_budget)
+        kw["max_time"] = dt.timedelta(seconds=time_cap_s)
     return kw
 
 
@@ -153,6 +154,7 @@ def new_record(cell: Cell, suite: str) -> dict[str, Any]:
         "epochs_run": 0,
         "cost": {},
         "curve": [],
+        "stop": None,  # what ended training (F.stop_block)
         "data": None,
         "extras": {},
         "config": cell.config,
@@ -206,6 +208,7 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
     ckpt_dir = opts.out / ".checkpoints" / f"{cell.cell_id}-{os.getpid()}-{id(rec):x}"
     monitor = None
     device = "cpu"
+    fingerprint = F.manifest_fingerprint(opts.out)
     try:
         with _quiet_lightning():
             import attn_core
@@ -243,7 +246,8 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
             patience = cell.config["trainer"]["early_stopping_patience"]
             if patience:
                 callbacks.append(EarlyStopping(monitor=metric_key, mode=task.mode, patience=patience))
-            trainer = L.Trainer(callbacks=callbacks, **_trainer_kwargs(cell, opts, ckpt_dir))
+            time_cap_s, calibration = F.cell_budget(cell.config["trainer"].get("max_time_s"), fingerprint)
+            trainer = L.Trainer(callbacks=callbacks, **_trainer_kwargs(cell, opts, ckpt_dir, time_cap_s))
             device = str(trainer.strategy.root_device)
 
             peak = PeakMemory(device)
@@ -251,6 +255,7 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
             t0 = time.perf_counter()
             trainer.fit(module, datamodule=dm)
             fit_time = time.perf_counter() - t0
+            rec["stop"] = F.stop_block(trainer, time_cap_s, calibration)
             if not ckpt.best_model_path:
                 raise CellFailure(f"no validation metric {metric_key!r} was logged, so no best checkpoint exists")
             test_out = trainer.test(module, datamodule=dm, ckpt_path=ckpt.best_model_path, verbose=False)
@@ -301,7 +306,7 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
         if not opts.keep_checkpoints:
             shutil.rmtree(ckpt_dir, ignore_errors=True)
         gc.collect()
-    rec["env"] = R.environment(device)
+    rec["env"] = R.environment(device, fingerprint=fingerprint)
     rec["finished"] = R.now_iso()
     return rec
 
@@ -321,12 +326,20 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
     cells = expand(cfg)
     suite = cfg["suite"]
     opts.out.mkdir(parents=True, exist_ok=True)
+    done = _existing(opts.out)
+    todo = [c for c in cells if opts.force or c.cell_id not in done
+            or (done[c.cell_id].get("status") != "ok" and opts.retry_failed)]
+    # measured once per run, with the threads a cell will have; kept from the last run when none is left
+    fingerprint = F.measure_for_run(resolve_device(opts.accelerator or cfg["trainer"]["accelerator"]),
+                                    cfg["trainer"]["precision"], getattr(launcher, "threads", None)) \
+        if todo else F.manifest_fingerprint(opts.out)
     R.write_json_atomic(
         opts.out / R.MANIFEST,
         {
             "suite": suite,
             "source": source,
             "written": R.now_iso(),
+            "fingerprint": fingerprint,
             "config": cfg,
             "cells": [
                 {"cell_id": c.cell_id, "task": c.task, "dataset": c.dataset, "model": c.model, "family": c.family,
@@ -336,24 +349,17 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
             ],
         },
     )
-    done = _existing(opts.out)
-    todo = []
-    summary = RunSummary()
-    for c in cells:
-        prev = done.get(c.cell_id)
-        rerun = opts.force or prev is None or (prev.get("status") != "ok" and opts.retry_failed)
-        if rerun:
-            todo.append(c)
-        else:
-            summary.skipped += 1
+    summary = RunSummary(skipped=len(cells) - len(todo))
     n_failed_prev = sum(1 for c in cells if c not in todo and done[c.cell_id].get("status") != "ok")
     log = opts.log
     launcher = launcher or InlineLauncher(opts)
     log(f"suite {suite!r}: {len(cells)} cells, {summary.skipped} already finished, {len(todo)} to run -> {opts.out} "
         f"(launcher: {launcher.name})")
+    if todo:
+        log(f"  speed fingerprint: {F.format_fingerprint(fingerprint)}")
     if n_failed_prev:
         log(f"  ({n_failed_prev} finished cells had failed; --retry-failed reruns them)")
-    jobs = [CellJob(opts.out, c.cell_id, c.label, opts.data_dir, opts.cache_dir, opts.cell_timeout or cell_timeout(c.config),
+    jobs = [CellJob(opts.out, c.cell_id, c.label, opts.data_dir, opts.cache_dir, opts.cell_timeout or cell_timeout(c.config, fingerprint),
                     force=opts.force, retry_failed=opts.retry_failed) for c in todo]
     by_id = {c.cell_id: c for c in todo}
     for res in launcher.launch(jobs, log):
@@ -371,11 +377,12 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
     return summary
 
 
-def cell_timeout(config: dict[str, Any]) -> float | None:
+def cell_timeout(config: dict[str, Any], fingerprint: dict[str, Any] | None = None) -> float | None:
     """Wall limit of a cell's process: its time budget with room for data, testing and a slow
-    start (2x + 10 min); none for a cell without ``max_time_s`` (it ends by its epochs)."""
+    start (2x + 10 min); none for a cell without ``max_time_s`` (it ends by its epochs). A
+    calibrated budget is scaled by ``fingerprint`` (without one: 4x its reference seconds)."""
     budget = (config.get("trainer") or {}).get("max_time_s")
-    return 2 * float(budget) + 600 if budget else None
+    return 2 * F.expected_seconds(budget, fingerprint) + 600 if budget else None
 
 
 def _on_disk(path: Path) -> dict[str, Any] | None:

@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from benchmarks.fingerprint import BUDGET_EXPECT, budget_ok
 from benchmarks.schema import (ConfigError, Field, Problems, Section, check_value, load_yaml, parse_override,
                                set_path, validate)
 
@@ -72,7 +73,9 @@ TRAINER_FIELDS = {
     "max_epochs": Field("int", 100, minimum=1, doc="epochs at most"),
     "max_steps": Field("int", -1, test=lambda v: v == -1 or v >= 1, expect="-1 (no limit) or an integer >= 1",
                        doc="optimiser steps at most (-1: no limit)"),
-    "max_time_s": Field("float", None, nullable=True, minimum=0, min_open=True, doc="wall-clock budget per cell, seconds"),
+    "max_time_s": Field("any", None, nullable=True, test=budget_ok, expect=BUDGET_EXPECT,
+                        doc="time budget per cell: wall-clock seconds, or {seconds, reference}: seconds on a "
+                        "reference machine, scaled by this machine's speed fingerprint (benchmarks/fingerprint.py)"),
     "early_stopping_patience": Field("int", None, nullable=True, minimum=1, doc="epochs without improvement; null: off"),
     "min_epochs": Field("int", 1, minimum=0),
     "precision": Field("str", "32-true", choices=("32-true", "32", "bf16-mixed", "16-mixed", "64-true", "bf16-true")),
@@ -299,6 +302,7 @@ def validate_suite(raw: Any, source: str = "config") -> dict[str, Any]:
     registries. Raises one :class:`ConfigError` listing every problem; returns the config."""
     problems = Problems(source)
     cfg = validate(raw, SUITE_SCHEMA, source=source, problems=problems)
+    _seconds_as_float(cfg)
     if "cells" in cfg and not cfg["cells"]:
         problems.add(f"{source}: 'cells' is empty: a suite needs at least one cell")
     for key, check in (("seeds", _seeds), ("train_fraction", _fractions)):
@@ -313,6 +317,16 @@ def validate_suite(raw: Any, source: str = "config") -> dict[str, Any]:
     _expand(cfg, source, problems)  # resolves every cell against the registries: fails early
     problems.raise_if_any()
     return cfg
+
+
+def _seconds_as_float(cfg: dict[str, Any]) -> None:
+    """A plain ``max_time_s`` is kept a float (``420`` -> ``420.0``), as it always was, so that
+    the cell ids of existing configs do not change; the calibrated form is kept as given."""
+    cells = cfg.get("cells") if isinstance(cfg.get("cells"), list) else []
+    for trainer in [cfg.get("trainer"), *(c.get("trainer") for c in cells if isinstance(c, dict))]:
+        value = trainer.get("max_time_s") if isinstance(trainer, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            trainer["max_time_s"] = float(value)
 
 
 def expand(cfg: dict[str, Any], source: str = "config") -> list[Cell]:
@@ -384,6 +398,16 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
         at = f"{where}.trainer" if {"min_epochs", "max_epochs"} & set(own_trainer) else "trainer"
         problems.add(f"{source}: {at}.min_epochs={trainer['min_epochs']!r} is invalid: expected at most "
                      f"max_epochs={trainer['max_epochs']!r}")
+    devices = trainer.get("devices", 1)
+    multi = (isinstance(devices, int) and not isinstance(devices, bool) and devices > 1) or \
+        (isinstance(devices, list) and len(devices) > 1) or \
+        (devices == "auto" and trainer.get("accelerator") in ("gpu", "cuda"))
+    if multi:
+        at = f"{where}.trainer" if "devices" in own_trainer else "trainer"
+        problems.add(f"{source}: {at}.devices={devices!r} is refused for now: one cell on several devices "
+                     "(DDP) shards its batches per rank, but the tasks' corpus metrics (token accuracy, BLEU, "
+                     "frame accuracy) are not yet reduced across ranks; use 1 device per cell and run cells "
+                     "in parallel (--jobs N, --gpus 0,1,...)")
     seeds: list[int] = []
     fractions: list[float] = []
     with problems.collect():
