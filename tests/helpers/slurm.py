@@ -22,6 +22,7 @@ import pytest
 SCRIPT = Path(__file__).resolve().parent / "local_slurm.sh"
 #: apt-get install on a fresh CI machine takes ~10 s; starting the daemons under a second
 START_TIMEOUT_S = 300
+FAKE_GPUS = 1
 
 
 def _free_ports(n: int) -> list[int]:
@@ -62,7 +63,10 @@ def local_slurm() -> Iterator[dict[str, str]]:
         pytest.skip(why)
     state = Path(tempfile.mkdtemp(prefix="attnbench-slurm-", dir="/tmp"))
     ctld, slurmd = _free_ports(2)
-    env = {**os.environ, "LOCAL_SLURM_CTLD_PORT": str(ctld), "LOCAL_SLURM_SLURMD_PORT": str(slurmd)}
+    # one fake GPU (gres/gpu on /dev/null): GPU requests are accepted and set CUDA_VISIBLE_DEVICES;
+    # CPUs advertised: at least 4, so that a tiny suite's cells start together (mostly waiting on imports)
+    env = {**os.environ, "LOCAL_SLURM_CTLD_PORT": str(ctld), "LOCAL_SLURM_SLURMD_PORT": str(slurmd),
+           "LOCAL_SLURM_GPUS": str(FAKE_GPUS), "LOCAL_SLURM_CPUS": str(max(4, os.cpu_count() or 1))}
     try:
         started = _run("start", str(state), env=env, timeout=START_TIMEOUT_S)
     except subprocess.TimeoutExpired:

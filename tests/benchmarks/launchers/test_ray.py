@@ -4,6 +4,7 @@ the instance it started and leaves one it found running."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -58,15 +59,25 @@ def _records(out: Path) -> dict[str, dict]:
     return {r["cell_id"]: r for r in R.load_records(out)}
 
 
-def test_ray_gives_inline_cells_and_metrics_and_a_crash_is_a_failed_record(tmp_path, capsys):
-    cfg, ref = _cfg(tmp_path, "with_crash", crash=True), _cfg(tmp_path, "ref")
-    assert _run(ref, tmp_path / "inline", "--launcher", "inline") == 0
+@pytest.fixture(scope="module")
+def inline_ref(tmp_path_factory) -> tuple[Path, dict[str, dict]]:
+    """The linear cells run by the ``inline`` launcher: the records every launcher must match."""
+    tmp = tmp_path_factory.mktemp("inline")
+    register()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(PLUGINS_ENV, "tests.benchmarks.toy_task")
+        assert _run(_cfg(tmp, "ref"), tmp / "out", "--launcher", "inline") == 0
+    return tmp / "out", _records(tmp / "out")
+
+
+def test_ray_gives_inline_cells_and_metrics_and_a_crash_is_a_failed_record(inline_ref, tmp_path, capsys):
+    cfg, want = _cfg(tmp_path, "with_crash", crash=True), inline_ref[1]
     assert not ray.is_initialized()
     assert _run(cfg, tmp_path / "ray", "--launcher", "ray") == 1
     text = capsys.readouterr().out
     assert not ray.is_initialized()  # the local instance it started is gone
     assert "submitted 3 cells to Ray (" in text
-    got, want = _records(tmp_path / "ray"), _records(tmp_path / "inline")
+    got = _records(tmp_path / "ray")
     assert set(got) == {c.cell_id for c in expand(load_suite(cfg))} and set(want) < set(got)
     for cid, rec in want.items():
         assert got[cid]["status"] == "ok" and got[cid]["test"] == rec["test"]
@@ -75,16 +86,24 @@ def test_ray_gives_inline_cells_and_metrics_and_a_crash_is_a_failed_record(tmp_p
     assert bad["status"] == "failed" and bad["reason"].startswith("crashed:") and "SIGSEGV" in bad["reason"]
 
 
-def test_ray_uses_an_instance_already_running_and_leaves_it(tmp_path):
-    ray.init(num_cpus=2, resources={"cell_slot": 2}, include_dashboard=False, log_to_driver=False,
-             object_store_memory=128 * 2**20)
+def test_ray_uses_an_instance_already_running_and_gives_each_cell_its_gpu_share(inline_ref, tmp_path):
+    from benchmarks.launchers import CellJob
+    from benchmarks.launchers.ray_launcher import RayLauncher
+
+    out = tmp_path / "out"
+    shutil.copytree(inline_ref[0], out)
+    cid, want = next(iter(inline_ref[1].items()))
+    # a fake GPU: Ray only counts it, and sets CUDA_VISIBLE_DEVICES for the tasks that ask for a share
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False, object_store_memory=128 * 2**20)
     try:
-        assert _run(_cfg(tmp_path, "one", seeds=1), tmp_path / "out", "--launcher", "ray") == 0
-        assert ray.is_initialized() and ray.cluster_resources().get("cell_slot") == 2
+        job = CellJob(out, cid, "again", None, tmp_path / "cache", None, cpus=1, gpus=0.5, force=True)
+        (res,) = RayLauncher(None).launch([job], log=lambda line: None)
+        assert res.status == "ok" and ray.is_initialized()  # left running: it was not the launcher's
     finally:
         ray.shutdown()
-    (rec,) = R.load_records(tmp_path / "out")
-    assert rec["status"] == "ok" and rec["resources"]["launcher"] == "ray"
+    rec = _records(out)[cid]
+    assert rec["resources"]["launcher"] == "ray" and rec["resources"]["cuda_visible_devices"] == "0"
+    assert rec["test"] == want["test"] and rec["started"] != want["started"]
 
 
 def test_missing_ray_is_one_line(monkeypatch, tmp_path, capsys):

@@ -92,7 +92,8 @@ def test_slurm_gives_inline_cells_and_metrics_and_a_crash_is_a_failed_record(loc
 def test_no_wait_returns_at_once_and_status_follows_the_cells(local_slurm, tmp_path, capsys):
     cfg, out = _cfg(tmp_path, "nowait"), tmp_path / "out"
     t0 = time.monotonic()
-    assert _run(cfg, out, "--launcher", "slurm", "--no-wait", "--set", "seeds=1") == 0
+    # also asks for the fixture's fake GPU: Slurm hands the cell's job CUDA_VISIBLE_DEVICES
+    assert _run(cfg, out, "--launcher", "slurm", "--no-wait", "--set", "seeds=1", "--slurm-gpus-per-cell", "1") == 0
     took = time.monotonic() - t0
     text = capsys.readouterr().out
     assert took < 15, f"--no-wait took {took:.1f} s"
@@ -109,6 +110,7 @@ def test_no_wait_returns_at_once_and_status_follows_the_cells(local_slurm, tmp_p
     _wait_for(finished, 120, "the cell to finish")
     (rec,) = _records(out).values()
     assert rec["status"] == "ok" and rec["resources"]["launcher"] == "slurm"
+    assert rec["resources"]["cuda_visible_devices"] == "0"
 
 
 @pytest.mark.slow  # Slurm holds a requeued job ~12 s (cred_expire=10) before it may start again
