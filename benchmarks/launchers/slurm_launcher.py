@@ -261,7 +261,12 @@ class SlurmLauncher:
         if not self.wait:
             log(f"not waiting (--no-wait): follow with  attnbench status {out}  (squeue -j {','.join(arrays)})")
             return []
-        return self.gather(submitted, log)
+        try:
+            return self.gather(submitted, log)
+        except KeyboardInterrupt:
+            log(f"stopped waiting: the Slurm jobs go on (scancel {' '.join(arrays)} ends them); "
+                f"follow with  attnbench status {out}")
+            raise
 
     def gather(self, submitted: list[tuple[Any, CellJob]], log: Callable[[str], None]) -> list[UnitResult]:
         """Wait for every array task; a task that ended without a result (cancelled, node

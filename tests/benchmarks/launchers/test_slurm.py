@@ -160,3 +160,21 @@ def test_no_sbatch_is_one_line(monkeypatch, tmp_path, capsys):
     assert _run(_cfg(tmp_path, "x"), tmp_path / "out", "--launcher", "slurm") == 2
     err = capsys.readouterr().err
     assert "the slurm launcher needs Slurm's sbatch on PATH" in err and "Traceback" not in err
+
+
+def test_checkpoint_stops_a_cell_that_ignores_sigterm(tmp_path):
+    """What a job does on preemption before it is requeued: SIGTERM to the cell's process group,
+    SIGKILL after the grace time (run in a process of its own: it stops that process's children)."""
+    import sys
+
+    script = (
+        "import os, signal, subprocess, sys, time\n"
+        "from benchmarks.launchers.slurm_launcher import _stop_children\n"
+        "cmd = 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)'\n"
+        "p = subprocess.Popen([sys.executable, '-c', cmd], stdout=subprocess.PIPE, start_new_session=True)\n"
+        "p.stdout.readline()\n"
+        "t = time.monotonic(); killed = _stop_children(grace_s=0.5)\n"
+        "print(killed == [p.pid], time.monotonic() - t < 5, not os.path.exists(f'/proc/{p.pid}'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "True", "True"], done.stdout + done.stderr
