@@ -214,8 +214,10 @@ class SlurmLauncher:
 
     def _executor(self, folder: Path, cpus: int, gpus: int, name: str) -> Any:
         ex = self.submitit.AutoExecutor(folder=folder, cluster="slurm")
+        # submitit's warning signal comes 90 s before the limit; short limits get it at 3/4 of theirs
         params: dict[str, Any] = {"timeout_min": self.time_min, "cpus_per_task": cpus,
                                   "slurm_array_parallelism": self.parallelism, "name": name,
+                                  "slurm_signal_delay_s": min(90, max(15, self.time_min * 15)),
                                   "stderr_to_stdout": True}
         if gpus:
             params["gpus_per_node"] = gpus
