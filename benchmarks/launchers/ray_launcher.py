@@ -1,5 +1,5 @@
 """``--launcher ray``: each cell is one Ray task with its own resources (``num_cpus``, fractional
-``num_gpus``), which calls :func:`benchmarks.worker.run_unit`: the cell runs in a child process
+``num_gpus``: ``--ray-cpus-per-cell``, ``--ray-gpus-per-cell``), which calls :func:`benchmarks.worker.run_unit`: the cell runs in a child process
 of the task, so a crash of the cell still becomes a ``failed`` record.
 
 ``--ray-address auto`` (or ``host:port``, ``ray://host:10001``) joins an existing cluster, whose
@@ -46,6 +46,25 @@ def add_arguments(parser: argparse.ArgumentParser | Any) -> None:
     g.add_argument("--ray-address", metavar="ADDR",
                    help="an existing Ray cluster: 'auto' (found from this machine), host:port or "
                         "ray://host:10001 (default: start a local Ray instance for this run)")
+    g.add_argument("--ray-cpus-per-cell", type=_number(int, minimum=1), metavar="N",
+                   help="CPUs Ray reserves per cell (default: the launcher's per-cell CPUs)")
+    g.add_argument("--ray-gpus-per-cell", type=_number(float, minimum=0), metavar="F",
+                   help="GPUs per cell, fractions allowed: 0.5 packs two cells on a GPU (default: the "
+                        "cell's GPU share from the driver; 0 on CPU)")
+
+
+def _number(kind: type, minimum: float) -> Callable[[str], Any]:
+    """An argparse type: a number of ``kind`` that is at least ``minimum``."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' * (kind is int)}number") from None
+        if not value >= minimum:
+            raise argparse.ArgumentTypeError(f"{text} must be >= {minimum}")
+        return value
+
+    return parse
 
 
 def run_job(job: CellJob, env: dict[str, str], cwd: str) -> UnitResult:
@@ -91,6 +110,8 @@ class RayLauncher:
     def __init__(self, opts: Any, args: Any = None) -> None:
         self.ray = import_ray()
         self.address: str | None = getattr(args, "ray_address", None)
+        self.cpus: int | None = getattr(args, "ray_cpus_per_cell", None)
+        self.gpus: float | None = getattr(args, "ray_gpus_per_cell", None)
         self.opts = opts
 
     def _start(self) -> bool:
@@ -132,7 +153,8 @@ class RayLauncher:
         refs: dict[Any, CellJob] = {}
         for job in jobs:
             job.out = Path(job.out).resolve()
-            opts = {"num_cpus": job.cpus, "num_gpus": job.gpus, "name": f"attnbench {job.label}", "max_retries": 0}
+            opts = {"num_cpus": self.cpus or job.cpus, "num_gpus": job.gpus if self.gpus is None else self.gpus,
+                    "name": f"attnbench {job.label}", "max_retries": 0}
             refs[task.options(**opts).remote(job, env, os.getcwd())] = job
         resources = ray.cluster_resources()
         log(f"submitted {len(jobs)} cells to Ray ({resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs)")

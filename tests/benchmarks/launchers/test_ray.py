@@ -4,6 +4,7 @@ the instance it started and leaves one it found running."""
 
 from __future__ import annotations
 
+import argparse
 import shutil
 from pathlib import Path
 
@@ -96,8 +97,9 @@ def test_ray_uses_an_instance_already_running_and_gives_each_cell_its_gpu_share(
     # a fake GPU: Ray only counts it, and sets CUDA_VISIBLE_DEVICES for the tasks that ask for a share
     ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False, object_store_memory=128 * 2**20)
     try:
-        job = CellJob(out, cid, "again", None, tmp_path / "cache", None, cpus=1, gpus=0.5, force=True)
-        (res,) = RayLauncher(None).launch([job], log=lambda line: None)
+        job = CellJob(out, cid, "again", None, tmp_path / "cache", None, cpus=1, gpus=0.0, force=True)
+        args = argparse.Namespace(ray_address=None, ray_cpus_per_cell=None, ray_gpus_per_cell=0.5)
+        (res,) = RayLauncher(None, args).launch([job], log=lambda line: None)
         assert res.status == "ok" and ray.is_initialized()  # left running: it was not the launcher's
     finally:
         ray.shutdown()
@@ -126,3 +128,13 @@ def test_an_unreachable_cluster_is_one_line(tmp_path, capsys):
     assert _run(_cfg(tmp_path, "x"), tmp_path / "out", "--launcher", "ray", "--ray-address", "127.0.0.1:1") == 2
     err = capsys.readouterr().err
     assert "could not start or reach the Ray cluster at '127.0.0.1:1'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--ray-gpus-per-cell", "-1"], "--ray-gpus-per-cell: -1 must be >= 0"),
+    (["--ray-cpus-per-cell", "half"], "--ray-cpus-per-cell: 'half' is not a whole number"),
+])
+def test_bad_ray_options_are_one_line(argv, message, tmp_path, capsys):
+    assert _run(_cfg(tmp_path, "x"), tmp_path / "out", "--launcher", "ray", *argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

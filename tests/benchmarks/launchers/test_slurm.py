@@ -178,3 +178,14 @@ def test_checkpoint_stops_a_cell_that_ignores_sigterm(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["True", "True", "True"], done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--slurm-time", "0"], "--slurm-time: 0 must be >= 1"),
+    (["--slurm-gpus-per-cell", "one"], "--slurm-gpus-per-cell: 'one' is not a whole number"),
+    (["--slurm-array-parallelism", "-2"], "--slurm-array-parallelism: -2 must be >= 1"),
+])
+def test_bad_slurm_options_are_one_line(argv, message, tmp_path, capsys):
+    assert _run(_cfg(tmp_path, "x"), tmp_path / "out", "--launcher", "slurm", *argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
