@@ -94,6 +94,9 @@ def _trainer_kwargs(cell: Cell, opts: RunOptions, ckpt_dir: Path, time_cap_s: fl
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
+        # our samplers shard themselves by rank (tasks/common/sampling.py); Lightning's
+        # DistributedSampler wrapping would throw their length buckets away
+        use_distributed_sampler=False,
         default_root_dir=str(ckpt_dir),
     )
     if time_cap_s:  # max_time_s in seconds on this machine (F.cell_budget)
