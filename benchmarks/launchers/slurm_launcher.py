@@ -291,5 +291,7 @@ class SlurmLauncher:
         try:
             return handle.result()
         except Exception as err:  # noqa: BLE001 - the job died without a result: recorded as failed
-            cause = f"slurm job {handle.job_id} ({handle.state}): {first_line(err)}"
+            state = handle.state  # still RUNNING when the job's own Python reported the end
+            where = f"slurm job {handle.job_id}" + (f" ({state})" if state not in ("RUNNING", "UNKNOWN") else "")
+            cause = f"{where}: {first_line(err)}"
         return record_lost_unit(job.out, cell, cause, {"launcher": "slurm", "slurm_job": handle.job_id})
