@@ -14,6 +14,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Every run measures a ~2 s speed fingerprint (benchmarks/fingerprint.py); tests keep it short.
+# Set here, at import, so the CLI processes the tests start inherit it too.
+os.environ.setdefault("ATTNBENCH_FINGERPRINT_S", "0.05")
+
 
 def shared_data_root() -> Path | None:
     env = os.environ.get("ATTNBENCH_DATA")
