@@ -189,3 +189,16 @@ def test_bad_slurm_options_are_one_line(argv, message, tmp_path, capsys):
     assert _run(_cfg(tmp_path, "x"), tmp_path / "out", "--launcher", "slurm", *argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_the_local_slurm_fixture_says_why_it_cannot_start(monkeypatch):
+    import os
+    import shutil
+
+    from tests.helpers import slurm as S
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert "local Slurm needs root" in S._why_not()
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    assert S._why_not() == "slurm-wlm and munge are not installed and apt-get is not available to install them"
