@@ -150,6 +150,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     launcher = make_launcher(args, opts, expand(cfg))
     summary = run_suite(cfg, opts, source=str(path), launcher=launcher)
+    if not getattr(launcher, "wait", True):  # --no-wait: submitted, nothing finished here yet
+        print(f"submitted; follow with: attnbench status {out}  (then attnbench report {out})")
+        return 0
     bench_failed = run_micro_benchmarks(cfg, opts)
     elsewhere = f", {summary.elsewhere} left to another run" if summary.elsewhere else ""
     print(f"ran {summary.ran} cells ({len(summary.failed)} failed), skipped {summary.skipped} finished ones{elsewhere}")

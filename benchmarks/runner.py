@@ -363,6 +363,7 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
     if n_failed_prev:
         log(f"  ({n_failed_prev} finished cells had failed; --retry-failed reruns them)")
     jobs = [CellJob(opts.out, c.cell_id, c.label, opts.data_dir, opts.cache_dir, opts.cell_timeout or cell_timeout(c.config, fingerprint),
+                    gpus=1.0 if c.config.get("device") == "cuda" else 0.0,  # what Slurm/Ray reserve
                     force=opts.force, retry_failed=opts.retry_failed) for c in todo]
     by_id = {c.cell_id: c for c in todo}
     for res in launcher.launch(jobs, log):

@@ -181,6 +181,7 @@ def run_unit(out: Path, cell_id: str, *, data_dir: Path | None = None, cache_dir
     """Run ``attnbench cell OUT CELL_ID`` in a child process and wait; a death without a record
     becomes a ``failed`` record here. For launchers whose job outlives the cell (Slurm, Ray)."""
     out = Path(out)
+    load_plugins()  # the crash record below needs the cell's task registered
     cells = cells_from_manifest(out)
     cell = cells[cell_id]
     log = log_path(out, cell)
