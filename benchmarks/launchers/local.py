@@ -40,6 +40,8 @@ def _child(job: CellJob, env: dict[str, str], threads: int | None) -> None:
 
     signal.signal(signal.SIGTERM, _interrupt)  # stop cleanly: the claim is released on the way out
     signal.signal(signal.SIGINT, _interrupt)
+    for key in [k for k in os.environ if k.startswith("ATTNBENCH_") and k not in env]:
+        del os.environ[key]  # unset in the driver since the forkserver started
     os.environ.update(env)
     log = log_path(job.out, cells_from_manifest(job.out)[job.cell_id])
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -142,8 +144,10 @@ class LocalLauncher:
                     resources = {"launcher": "local", "node": socket.gethostname(), "jobs": self.jobs,
                                  "cells_sharing_device": self.per_gpu if slot is not None else 1,
                                  "gpu_index": slot}
-                    env = {RESOURCES_ENV: json.dumps(resources), "OMP_NUM_THREADS": str(self.threads),
-                           PLUGINS_ENV: os.environ.get(PLUGINS_ENV, "")}  # the driver's, not the server's
+                    # the driver's ATTNBENCH_* settings as they are now (plug-ins, loggers, ...), not
+                    # those of the forkserver, which may have started earlier
+                    env = {**{k: v for k, v in os.environ.items() if k.startswith("ATTNBENCH_")},
+                           RESOURCES_ENV: json.dumps(resources), "OMP_NUM_THREADS": str(self.threads)}
                     if slot is not None:
                         env["CUDA_VISIBLE_DEVICES"] = slot
                     before = _on_disk(record_target(job.out, cells[job.cell_id]))
