@@ -14,15 +14,15 @@ from tasks.common.registry import FAMILIES, UnknownNameError, get_task
 from tasks.graphs import data as gdata
 from tasks.graphs.data import PlanetoidDataModule, SBMDataModule, make_sbm
 from tasks.graphs.module import GraphNodeClassifier
+from tests.conftest import shared_data_root
 
 REPO = Path(__file__).resolve().parents[3]
 SMALL_SBM = dict(num_nodes=240, num_classes=4, p_in=0.08, p_out=0.006, num_val=60, num_test=100)
 
 
 def _shared_data() -> Path | None:
-    env = os.environ.get("ATTNBENCH_SHARED_DATA")
-    root = Path(env) if env else REPO.parent / "shared" / "data"
-    return root if (root / "planetoid" / "Cora" / "raw").is_dir() else None
+    root = shared_data_root()  # $ATTNBENCH_DATA or ../shared/data, as every other test
+    return root if root is not None and (root / "planetoid" / "Cora" / "raw").is_dir() else None
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +258,7 @@ def _tree_state(root: Path) -> dict:
 def test_planetoid_cora_from_data_dir(task, tmp_path):
     shared = _shared_data()
     if shared is None:
-        pytest.skip("shared data (ATTNBENCH_SHARED_DATA or ../shared/data) not found")
+        pytest.skip("shared data ($ATTNBENCH_DATA or ../shared/data) with planetoid/Cora not found")
     before = _tree_state(shared / "planetoid")
     spec = task.datasets.get("planetoid")
     dm = spec.build(str(shared), str(tmp_path / "cache"), 0, **spec.params)
