@@ -168,6 +168,8 @@ def _quiet_lightning():
         warnings.filterwarnings("ignore", message=".*`isinstance\\(treespec, LeafSpec\\)` is deprecated.*")
         warnings.filterwarnings("ignore", message=".*GPU available but not used.*")
         warnings.filterwarnings("ignore", message=".*tensorboardX.*")
+        # a machine with Slurm's tools installed: the advice is for jobs meant to run under srun
+        warnings.filterwarnings("ignore", message=".*The `srun` command is available on your system.*")
         try:
             yield
         finally:

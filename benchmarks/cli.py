@@ -153,6 +153,12 @@ def _add_status(sub):
     add_status(sub)
 
 
+def _add_eval(sub):
+    from benchmarks.commands_eval import add_eval
+
+    add_eval(sub)
+
+
 def _add_env(sub):
     from benchmarks.commands_env import add_env
 
@@ -161,7 +167,7 @@ def _add_env(sub):
 
 #: Subcommand builders, in help order.
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    _add_run, _add_report, _add_bench, _add_list, _add_data, _add_cell, _add_status, _add_env,
+    _add_run, _add_report, _add_eval, _add_bench, _add_list, _add_data, _add_cell, _add_status, _add_env,
 )
 
 

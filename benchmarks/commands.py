@@ -87,6 +87,9 @@ def add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", help="override trainer.devices (e.g. 1, or 0,1; as --set)")
     p.add_argument("--force", action="store_true", help="rerun finished cells too")
     p.add_argument("--retry-failed", action="store_true", help="rerun cells whose record says failed")
+    p.add_argument("--keep-checkpoints", action="store_true",
+                   help="keep each cell's best weights beside its record (<record>.pt, weights only) for "
+                        "attnbench eval (as --set keep_checkpoints=true; not part of the cell ids)")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, run nothing")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
@@ -120,6 +123,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not all(p.isdigit() for p in parts) or (len(parts) == 1 and int(parts[0]) < 1):
             raise _cli_error(f"--devices {args.devices!r}: expected a count >= 1 (e.g. 1) or device indices (e.g. 0,1)")
         sets.append(f"trainer.devices={parts[0] if len(parts) == 1 else '[' + ','.join(parts) + ']'}")
+    if args.keep_checkpoints:
+        sets.append("keep_checkpoints=true")
     try:
         cfg, notices = load_suite_with_notices(path, sets)
     except ConfigError as err:

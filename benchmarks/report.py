@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from benchmarks import report_budget, stats
+from benchmarks import report_budget, report_test_sets, stats
 from benchmarks.records import MANIFEST, RUNS_DIR, load_manifests, load_records
 
 __all__ = [
@@ -1461,6 +1461,13 @@ def write_report(
         capped = report_budget.leaderboard_note(g.models)
         if capped:
             blocks.append(_P(capped, "warn"))
+        sets = report_test_sets.test_set_table(g.models, g.metric, an.confidence, METRIC_BOUNDS.get(g.metric),
+                                               fmt_metric, lambda msg, t=title: warn("test_sets", f"{t}: {msg}"))
+        if sets is not None:
+            blocks += [_H(3, "Test sets"), _Table(*sets),
+                       _P("Each model's best-validation weights scored on its own test split and on every other "
+                          "test set (a cell's test_sets, or attnbench eval on kept weights); mean ± std over "
+                          "seeds with the t-interval.", "note")]
         blocks.append(_H(3, "Attention against the best baselines"))
         blocks.append(_comparison_table(g, an.confidence))
         blocks.append(_List([c.message for c in g.comparisons]))

@@ -25,6 +25,7 @@ from typing import Any
 
 from benchmarks import fingerprint as F
 from benchmarks import records as R
+from benchmarks import scoring as S
 from benchmarks.callbacks import CellFailure, _callbacks_module, _quiet_lightning
 from benchmarks.measure import PeakMemory, is_oom_error
 from benchmarks.suite import Cell, expand, resolve_device
@@ -186,6 +187,16 @@ def _resources() -> dict[str, Any]:
     return res
 
 
+def _suite_option(out: Path, key: str) -> Any:
+    """A suite-level option (not part of any cell id) from the manifest the driver wrote."""
+    import json
+
+    try:
+        return (json.loads((Path(out) / R.MANIFEST).read_text(encoding="utf-8")).get("config") or {}).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def _set_float32_mode(tf32: bool) -> None:
     """One switch for float32 arithmetic on CUDA: TF32 for matmuls *and* cuDNN convolutions, or
     for neither (PyTorch's defaults differ: convolutions use TF32, matmuls do not, which would
@@ -224,7 +235,8 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
             dm.prepare_data()
             dm.setup("fit")
             # The checksum is of the full data; a train_fraction subset is fixed by (fraction, seed).
-            rec["data"] = {"name": cell.dataset, "synthetic": ds.synthetic, "checksum": dm.checksum()}
+            rec["data"] = {"name": cell.dataset, "synthetic": ds.synthetic, "checksum": dm.checksum(),
+                           "info": S.comparable_info(dm.info)}  # what attnbench eval checks a new test set against
             if cell.train_fraction < 1:
                 limit = getattr(dm, "limit_train", None)
                 if not callable(limit):
@@ -291,6 +303,13 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
             extras = getattr(module, "report_extras", None)
             if callable(extras):
                 rec["extras"] = extras(trainer, dm) or {}
+            if cell.config.get("test_sets"):  # the module holds the best weights since trainer.test
+                rec["test_sets"] = S.score_test_sets(trainer, module, task, cell.config, cell.seed, dm.info,
+                                                     opts.data_dir, opts.cache_dir, opts.log)
+            if opts.keep_checkpoints or _suite_option(opts.out, "keep_checkpoints"):
+                rec["checkpoint"] = S.save_weights(S.weights_path(R.record_path(opts.out, rec)), module, {
+                    "cell_id": cell.cell_id, "task": cell.task, "dataset": cell.dataset, "model": cell.model,
+                    "best_epoch": monitor.best_epoch})
             rec["status"] = "ok"
     except KeyboardInterrupt:
         raise
@@ -306,8 +325,7 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
             rec["curve"] = monitor.curve
             if rec["epochs_run"] == 0 and monitor.curve:
                 rec["epochs_run"] = monitor.curve[-1]["epoch"] + 1
-        if not opts.keep_checkpoints:
-            shutil.rmtree(ckpt_dir, ignore_errors=True)
+        shutil.rmtree(ckpt_dir, ignore_errors=True)  # Lightning's full checkpoint; kept weights are beside the record
         gc.collect()
     rec["env"] = R.environment(device, fingerprint=fingerprint)
     rec["finished"] = R.now_iso()

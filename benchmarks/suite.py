@@ -115,6 +115,9 @@ CELL_FIELDS = {
     "trainer": Section({k: replace(f, default=None) for k, f in TRAINER_FIELDS.items()}, partial=True),
     "seeds": Field("any", None, nullable=True, doc="overrides the suite's seeds for this cell"),
     "train_fraction": Field("any", None, nullable=True, doc="overrides the suite's train_fraction for this cell"),
+    "test_sets": Field("any", {}, doc="{name: {dataset param: value}}: more test sets, each the cell's dataset with "
+                       "these parameters changed (they may change the test split only), all scored at the best "
+                       "checkpoint and stored in the record under test_sets"),
 }
 
 SUITE_SCHEMA = {
@@ -129,6 +132,8 @@ SUITE_SCHEMA = {
     "cells": Section(CELL_FIELDS, many=True),
     "micro_benchmarks": Field("list[str]", [], doc="micro-benchmarks (attnbench bench NAME) run after the cells, "
                               "with their default configs; output in <out>/bench/NAME"),
+    "keep_checkpoints": Field("bool", False, doc="keep each cell's best weights beside its record (<record>.pt, "
+                              "weights only), for attnbench eval; not part of the cell ids"),
 }
 
 #: the most seeds a count may ask for: more is surely a typo, and would build that many cells
@@ -416,6 +421,10 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
     with problems.collect():
         fractions = _fractions(entry["train_fraction"], f"{where}.train_fraction", source) \
             if entry.get("train_fraction") is not None else _fractions(cfg.get("train_fraction", 1.0), "train_fraction", source)
+    test_sets: dict[str, dict[str, Any]] = {}
+    if ds is not None and entry.get("test_sets"):
+        with problems.collect():
+            test_sets = _test_sets(entry["test_sets"], ds, resolved.get("dataset_params") or {}, f"{where}.test_sets", source)
     problems.raise_if_any()
     trainer = {k: v for k, v in trainer.items() if not (k in OMIT_WHEN_DEFAULT and v == OMIT_WHEN_DEFAULT[k])}
     device = resolve_device(str(trainer.get("accelerator", "auto")))
@@ -435,7 +444,46 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
                 }
                 if fraction < 1:  # absent at 1.0, so that existing cell ids stay valid
                     config["train_fraction"] = fraction
+                if test_sets:  # absent when none, so that existing cell ids stay valid
+                    config["test_sets"] = test_sets
                 if device != "cpu":  # a GPU cell is never the CPU record of the same config
                     config["device"] = device
                 cells.append(Cell(cell_id(config), task.name, ds.name, name, spec.family, spec.pattern, seed, config))
     return cells
+
+
+#: a test set's name: it becomes a record key and a report column
+TEST_SET_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+
+
+def _test_sets(given: Any, ds: Any, dataset_params: dict[str, Any], where: str, source: str,
+               named: bool = True) -> dict[str, dict[str, Any]]:
+    """``{name: overrides}`` of a cell's extra test sets, each override checked against the
+    dataset's parameters like ``dataset_params`` (all problems in one error). Only the
+    overrides are kept (what differs from the cell's own dataset). ``named=False``: problems
+    name ``where`` alone (one test set given on the command line)."""
+    import re
+
+    problems = Problems(source)
+    if not isinstance(given, dict):
+        raise ConfigError(f"{source}: {where}={given!r} is invalid: expected a mapping {{name: {{dataset param: value}}}}")
+    out: dict[str, dict[str, Any]] = {}
+    for name, override in given.items():
+        at = f"{where}.{name}" if named else where
+        if not isinstance(name, str) or not re.fullmatch(TEST_SET_NAME, name) or name == "test":
+            problems.add(f"{source}: {where}: test set name {name!r} is invalid: expected a name matching "
+                         f"{TEST_SET_NAME}, other than 'test' (the cell's own test split)")
+            continue
+        if not isinstance(override, dict) or not override:
+            problems.add(f"{source}: {at}={override!r} is invalid: expected a non-empty mapping of "
+                         f"dataset {ds.name!r} parameters ({', '.join(sorted(ds.params))})")
+            continue
+        with problems.collect():
+            _merge_params(ds.params, override, at, source, f"dataset {ds.name!r}", ds.bounds)
+            same = [k for k, v in override.items() if dataset_params.get(k) == v]
+            if len(same) == len(override):
+                problems.add(f"{source}: {at}={override!r} is invalid: it changes nothing (the cell's dataset "
+                             f"already has {', '.join(f'{k}={override[k]!r}' for k in same)})")
+            out[name] = dict(override)
+    problems.raise_if_any()
+    return out
