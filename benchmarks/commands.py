@@ -139,7 +139,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = _out_dir(args.out, cfg["suite"])
     data_dir = _data_dir(args.data_dir)  # checked before --dry-run: it refuses what run would
     if args.dry_run:
+        from benchmarks.commands_cells import check_launcher_args
+
         cells = expand(cfg)
+        check_launcher_args(args, cells)
         print(f"{path}: valid; {len(cells)} cells -> {out}")
         for c in cells:
             print(f"  {c.cell_id}  {c.label}  ({c.family})")

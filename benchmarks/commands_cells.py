@@ -49,13 +49,36 @@ def add_launcher_arguments(p: argparse.ArgumentParser) -> None:
         except ImportError:
             continue
         if callable(getattr(mod, "add_arguments", None)):
+            known = set(map(id, g._group_actions))
             mod.add_arguments(g)
+            launcher = name.rsplit(".", 1)[1].split("_")[0]  # benchmarks.launchers.slurm_launcher -> slurm
+            for action in g._group_actions:
+                if id(action) not in known:
+                    _LAUNCHER_OPTIONS[action.dest] = (action.option_strings[0], launcher, action.default)
+
+
+#: ``dest -> (option, launcher, default)`` of the options a launcher module added: given with
+#: another launcher they would be silently ignored, so :func:`make_launcher` refuses them
+_LAUNCHER_OPTIONS: dict[str, tuple[str, str, Any]] = {}
 
 
 def make_launcher(args: argparse.Namespace, opts: Any, cells: list) -> Any:
     """The launcher ``run`` asked for, after checking its options against the cells."""
     from benchmarks.launchers import get_launcher
 
+    check_launcher_args(args, cells)
+    opts.cell_timeout = args.cell_timeout
+    _check_loggers(args.logger)
+    try:
+        cls = get_launcher(args.launcher)
+    except ImportError as err:
+        raise _cli_error(f"the {args.launcher} launcher is not available: {err}") from None
+    return cls(opts, args)
+
+
+def check_launcher_args(args: argparse.Namespace, cells: list) -> None:
+    """Every launcher option checked (also by ``--dry-run``): values, and options of another
+    launcher than the one chosen, which would otherwise be ignored without a word."""
     if args.jobs is not None and args.jobs < 1:
         raise _cli_error(f"--jobs {args.jobs}: expected a count >= 1")
     if args.cells_per_gpu is not None and args.cells_per_gpu < 1:
@@ -66,6 +89,10 @@ def make_launcher(args: argparse.Namespace, opts: Any, cells: list) -> Any:
             raise _cli_error(f"--gpus {args.gpus!r}: expected distinct GPU indices, e.g. 0,1")
     if (args.gpus or args.jobs or args.cells_per_gpu) and args.launcher != "local":
         raise _cli_error(f"--jobs/--gpus/--cells-per-gpu are options of the local launcher, not {args.launcher!r}")
+    for dest, (flag, launcher, default) in _LAUNCHER_OPTIONS.items():
+        if launcher != args.launcher and getattr(args, dest, default) != default:
+            raise _cli_error(f"{flag} is an option of the {launcher} launcher (--launcher {launcher}); "
+                             f"with --launcher {args.launcher} it would be ignored")
     if args.cell_timeout is not None and args.cell_timeout <= 0:
         raise _cli_error(f"--cell-timeout {args.cell_timeout}: expected seconds > 0")
     if (args.cells_per_gpu or 1) > 1:
@@ -77,13 +104,6 @@ def make_launcher(args: argparse.Namespace, opts: Any, cells: list) -> Any:
             if args.strict_sharing:
                 raise _cli_error(msg + "; drop --strict-sharing or --cells-per-gpu")
             print(f"warning: {msg}", file=sys.stderr)
-    opts.cell_timeout = args.cell_timeout
-    _check_loggers(args.logger)
-    try:
-        cls = get_launcher(args.launcher)
-    except ImportError as err:
-        raise _cli_error(f"the {args.launcher} launcher is not available: {err}") from None
-    return cls(opts, args)
 
 
 #: the package each tracker needs, and the pip name to install

@@ -384,16 +384,21 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
                     gpus=1.0 if c.config.get("device") == "cuda" else 0.0,  # what Slurm/Ray reserve
                     force=opts.force, retry_failed=opts.retry_failed) for c in todo]
     by_id = {c.cell_id: c for c in todo}
-    for res in launcher.launch(jobs, log):
-        if res.status in ("ok", "failed"):
-            summary.ran += 1
-            summary.records.append(R.record_path(opts.out, {**by_id[res.cell_id].__dict__}))
-        if res.status == "failed":
-            summary.failed.append(by_id[res.cell_id].label)
-        elif res.status == "elsewhere":
-            summary.elsewhere += 1
-        elif res.status == "finished":
-            summary.skipped += 1
+    from benchmarks.progress import SuiteProgress
+
+    # done / running / failed / pending over every worker, read from the folder (any launcher)
+    with SuiteProgress(opts.out, todo, {c.cell_id: done.get(c.cell_id) for c in todo}, log,
+                       every_s=opts.progress_every_s) as progress:
+        for res in launcher.launch(jobs, progress.log):
+            if res.status in ("ok", "failed"):
+                summary.ran += 1
+                summary.records.append(R.record_path(opts.out, {**by_id[res.cell_id].__dict__}))
+            if res.status == "failed":
+                summary.failed.append(by_id[res.cell_id].label)
+            elif res.status == "elsewhere":
+                summary.elsewhere += 1
+            elif res.status == "finished":
+                summary.skipped += 1
     with contextlib.suppress(OSError):  # only when empty: another run may still be using it
         (opts.out / ".checkpoints").rmdir()
     return summary

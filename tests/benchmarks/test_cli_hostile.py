@@ -369,3 +369,19 @@ def test_report_flags_records_measured_on_a_shared_device(tmp_path):
 def test_a_cell_on_several_devices_is_refused_with_the_alternative(argv, tmp_path, capsys):
     code, _, err = _run_cli(["run", _toy(tmp_path), "--dry-run", *argv], capsys)
     assert code == 2 and "is refused for now" in err and "--jobs" in err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--slurm-partition", "debug"], "--slurm-partition is an option of the slurm launcher (--launcher slurm); "
+                                     "with --launcher local it would be ignored"),
+    (["--no-wait", "--launcher", "inline"], "--no-wait is an option of the slurm launcher"),
+    (["--ray-address", "auto", "--launcher", "slurm"], "--ray-address is an option of the ray launcher"),
+    (["--jobs", "2", "--launcher", "ray"], "--jobs/--gpus/--cells-per-gpu are options of the local launcher"),
+])
+def test_another_launchers_options_are_refused_not_ignored(capsys, argv, message):
+    """Checked by --dry-run too: an option the chosen launcher would ignore is a usage error."""
+    from benchmarks.cli import main
+
+    assert main(["run", "quick", "--dry-run", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
