@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -177,15 +178,34 @@ def block_size_for(window: int) -> int:
     return max(32, min(window, 256))
 
 
-def _window_attention_blocked(q, k, v, window, causal, kpm, dropout_p, scale) -> Tensor:
-    """Truncated attention in O(L * w): query block ``b`` (rows ``b*bs .. b*bs+bs-1``) attends to
-    the ``nk = bs + 2w`` keys starting at ``b*bs - w`` (``bs + w`` keys when causal)::
+class BandBlocks(NamedTuple):
+    """Truncated attention cut into query blocks folded into the batch (see :func:`band_blocks`)."""
+
+    q: Tensor  # (B*nb, H, bs, D)
+    k: Tensor  # (B*nb, H, nk, D)
+    v: Tensor  # (B*nb, H, nk, Dv)
+    mask: Tensor  # (B*nb, 1, bs, nk) bool, True = may attend
+    nb: int  # query blocks
+    bs: int  # query rows per block
+
+    def unblock(self, out: Tensor, lq: int) -> Tensor:
+        """Per-block output ``(B*nb, H, bs, Dv)`` -> ``(B, H, Lq, Dv)``."""
+        _, h, bs, dv = out.shape
+        out = out.view(-1, self.nb, h, bs, dv).transpose(1, 2).reshape(-1, h, self.nb * bs, dv)
+        return out[:, :, :lq]
+
+
+def band_blocks(q: Tensor, k: Tensor, v: Tensor, window: int, causal: bool, kpm: Tensor | None) -> BandBlocks:
+    """Cut truncated attention into blocks: query block ``b`` (rows ``b*bs .. b*bs+bs-1``) gets the
+    ``nk = bs + 2w`` keys starting at ``b*bs - w`` (``bs + w`` keys when causal)::
 
         keys   ... [b*bs - w ............................ b*bs + bs - 1 + w] ...
         block b          [b*bs ........ b*bs + bs - 1]
-    """
+
+    and the mask of the band, the keys that exist and the real ones. Shared by the truncated
+    kernel and by patterns that add keys to each block (``local_global``)."""
     b, h, lq, d = q.shape
-    lk, dv = k.shape[2], v.shape[-1]
+    lk = k.shape[2]
     w = window
     bs = block_size_for(w)
     nb = -(-lq // bs)  # query blocks
@@ -217,10 +237,15 @@ def _window_attention_blocked(q, k, v, window, causal, kpm, dropout_p, scale) ->
         kp = kp.unfold(1, span, bs)[..., :nk]  # (B, nb, nk)
         mask = mask & kp[:, :, None, :]  # (B, nb, bs, nk)
     mask = mask.expand(b, nb, bs, nk).reshape(b * nb, 1, bs, nk)
+    return BandBlocks(qb, kb, vb, mask, nb, bs)
 
-    out = _sdpa_safe(qb, kb, vb, mask, dropout_p, scale)  # (B*nb, H, bs, Dv)
-    out = out.view(b, nb, h, bs, dv).transpose(1, 2).reshape(b, h, nb * bs, dv)
-    return out[:, :, :lq]
+
+def _window_attention_blocked(q, k, v, window, causal, kpm, dropout_p, scale) -> Tensor:
+    """Truncated attention in O(L * w): each query block attends only the keys it can see
+    (:func:`band_blocks`), one fused SDPA call over all blocks."""
+    blk = band_blocks(q, k, v, window, causal, kpm)
+    out = _sdpa_safe(blk.q, blk.k, blk.v, blk.mask, dropout_p, scale)  # (B*nb, H, bs, Dv)
+    return blk.unblock(out, q.shape[2])
 
 
 # --------------------------------------------------------------------------- truncated: flex
