@@ -1,5 +1,10 @@
-"""attn_core: one attention function, many patterns (full, truncated, graph), and the
-modules built on it. No Lightning, no task code: reusable in any PyTorch model.
+"""attn_core: one attention function, many registered patterns, and the modules built on it.
+No Lightning, no task code: reusable in any PyTorch model.
+
+Patterns live in a registry (:mod:`attn_core.patterns`): ``full``, ``truncated`` and ``graph``,
+registered in :mod:`attn_core.variants`. Plug-ins add more with :func:`register_pattern`; every registered
+pattern works in :class:`MultiHeadAttention` and the Transformer layers (``pattern=``,
+``pattern_params=``, ``max_len=``). :data:`PATTERNS` is a live view of the registered names.
 
 Conventions: boolean masks with ``True`` = may attend; sequences ``(B, H, L, D)``;
 graph nodes ``(N, H, D)``; ``edge_index`` ``(2, E)`` with row 0 = source ``j`` and
@@ -8,7 +13,19 @@ row 1 = target ``i`` (node ``i`` attends to its in-neighbours).
 
 from attn_core.functional import attention, attention_probs, clear_caches, masked_softmax, reference_attention
 from attn_core.graph import add_self_loops, additive_score, dot_score, graph_attention
-from attn_core.multihead import PATTERNS, MultiHeadAttention
+from attn_core.patterns import (
+    PATTERNS,
+    Pattern,
+    check_pattern,
+    get_pattern,
+    list_patterns,
+    make_pattern_state,
+    register_pattern,
+    resolve_params,
+    unregister_pattern,
+)
+from attn_core import variants  # noqa: F401  (registers every built-in pattern)
+from attn_core.multihead import MultiHeadAttention
 from attn_core.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from attn_core.rnn_attention import AdditiveAttention, LuongAttention
 from attn_core.transformer import (
@@ -36,6 +53,14 @@ __all__ = [
     "additive_score",
     "MultiHeadAttention",
     "PATTERNS",
+    "Pattern",
+    "register_pattern",
+    "unregister_pattern",
+    "get_pattern",
+    "list_patterns",
+    "check_pattern",
+    "resolve_params",
+    "make_pattern_state",
     "attention",
     "clear_caches",
     "attention_probs",

@@ -1,31 +1,44 @@
-"""Multi-head attention: projections and reshapes only; the maths lives in
-:func:`attn_core.attention` (sequences) and :func:`attn_core.graph_attention` (graphs).
+"""Multi-head attention: projections and reshapes only; the maths is the registered pattern's
+function (:mod:`attn_core.patterns`): :func:`attn_core.attention` for ``"full"`` and
+``"truncated"``, :func:`attn_core.graph_attention` for ``"graph"``, a variant's own function for
+the others. A pattern's per-layer state (Linformer's projections, Performer's features) is built
+once here and owned as the submodule ``pattern_state``.
 
 For incremental decoding, :meth:`MultiHeadAttention.project_kv` projects keys/values once and
 :meth:`MultiHeadAttention.step` attends one new query position over them (a key/value cache)."""
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from torch import Tensor, nn
 
 from attn_core import _validate as V
 from attn_core.functional import attention
-from attn_core.graph import GRAPH_SCORES, graph_attention
+from attn_core.graph import GRAPH_SCORES
+from attn_core.patterns import (
+    PATTERNS, Pattern, check_pattern, get_pattern, list_patterns, make_pattern_state, resolve_params,
+)
 
-__all__ = ["MultiHeadAttention", "PATTERNS"]
+__all__ = ["MultiHeadAttention", "PATTERNS", "INCREMENTAL_PATTERNS"]
 
-#: Attention patterns a :class:`MultiHeadAttention` (and every Transformer layer) can use.
-PATTERNS = ("full", "truncated", "graph")
+#: Patterns :meth:`MultiHeadAttention.project_kv` / :meth:`~MultiHeadAttention.step` (the key/value
+#: cache of incremental decoding) support: full attention over the cached keys or their last window.
+INCREMENTAL_PATTERNS = ("full", "truncated")
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention with a pattern: ``"full"``, ``"truncated"`` (local window) or
-    ``"graph"`` (edges only).
+    """Multi-head attention with any registered pattern (:data:`attn_core.PATTERNS`): ``"full"``,
+    ``"truncated"`` (local window), ``"graph"`` (edges only), ``"linear"``, ``"performer"``, ...
 
     Sequences are batch-first ``(B, L, E)``; graphs are node matrices ``(N, E)`` with an
     ``edge_index``. ``key_padding_mask`` is ``(B, Lk)`` with ``True`` = real token (note:
-    the opposite of ``nn.MultiheadAttention``'s ``key_padding_mask``). ``score`` picks the
-    graph score (``"dot"`` or GAT-style ``"additive"``).
+    the opposite of ``nn.MultiheadAttention``'s ``key_padding_mask``).
+
+    ``pattern_params``: the pattern's own keyword parameters (checked against its registered
+    defaults). ``window`` and ``score`` are shorthands for the ``window`` parameter (``"truncated"``,
+    ``"local_global"``) and the graph ``score`` (``"dot"`` or GAT-style ``"additive"``).
+    ``max_len``: the longest sequence, for patterns sized by it (``"linformer"``).
     """
 
     def __init__(
@@ -41,6 +54,8 @@ class MultiHeadAttention(nn.Module):
         kdim: int | None = None,
         vdim: int | None = None,
         score: str = "dot",
+        pattern_params: Mapping[str, Any] | None = None,
+        max_len: int | None = None,
     ) -> None:
         super().__init__()
         for name, val in (("embed_dim", embed_dim), ("num_heads", num_heads)):
@@ -48,21 +63,18 @@ class MultiHeadAttention(nn.Module):
                 V.fail(name, val, "expected a positive int")
         if embed_dim % num_heads:
             V.fail("num_heads", num_heads, f"must divide embed_dim={embed_dim}")
-        V.check_choice("pattern", pattern, PATTERNS)
+        spec = check_pattern(pattern, causal=bool(causal), kind=None)
         V.check_window(window)
-        if pattern == "truncated" and window is None:
-            V.fail("window", window, "pattern='truncated' needs an int window >= 0")
-        if pattern != "truncated" and window is not None:
-            V.fail("window", window, f"only pattern='truncated' takes a window (pattern={pattern!r})")
-        if pattern == "graph" and causal:
-            V.fail("causal", causal, "pattern='graph' has no order: use causal=False")
         V.check_dropout(dropout, "dropout")
         V.check_choice("score", score, GRAPH_SCORES)
-        if score != "dot" and pattern != "graph":
-            V.fail("score", score, "only pattern='graph' takes another score than 'dot'")
+        params = _merge_shorthands(spec, pattern_params, window=window, score=score)
 
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
-        self.pattern, self.window, self.causal, self.dropout, self.score = pattern, window, causal, dropout, score
+        self.pattern, self.causal, self.dropout, self.max_len = pattern, causal, dropout, max_len
+        #: The pattern's own parameters, defaults filled in (``{"window": 3}`` for truncated).
+        self.pattern_params = resolve_params(pattern, params)
+        self.window: int | None = self.pattern_params.get("window")
+        self.score: str = self.pattern_params.get("score", score)
         self.kdim = embed_dim if kdim is None else kdim
         self.vdim = embed_dim if vdim is None else vdim
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
@@ -70,6 +82,15 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.reset_parameters()
+        #: Per-layer state of the pattern (a submodule) or ``None``: no state_dict entries then.
+        self.pattern_state: nn.Module | None = make_pattern_state(
+            pattern, num_heads, self.head_dim, max_len=max_len, params=self.pattern_params
+        )
+
+    @property
+    def _spec(self) -> Pattern:
+        """The registration of :attr:`pattern`, looked up when used (modules stay picklable)."""
+        return get_pattern(self.pattern)
 
     def reset_parameters(self) -> None:
         for lin in (self.q_proj, self.k_proj, self.v_proj):
@@ -77,9 +98,12 @@ class MultiHeadAttention(nn.Module):
         for lin in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
             if lin.bias is not None:
                 nn.init.zeros_(lin.bias)
+        state = getattr(self, "pattern_state", None)  # absent while __init__ runs
+        if state is not None and hasattr(state, "reset_parameters"):
+            state.reset_parameters()
 
     def extra_repr(self) -> str:
-        extra = f", window={self.window}" if self.window is not None else ""
+        extra = "".join(f", {k}={v}" for k, v in self.pattern_params.items() if k != "score" and v is not None)
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, pattern={self.pattern!r}{extra}, causal={self.causal}"
 
     def _split(self, x: Tensor) -> Tensor:
@@ -102,19 +126,31 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must agree except in features")
 
     def _attend(
-        self, q: Tensor, k: Tensor, v: Tensor, *, causal: bool, window: int | None,
-        key_padding_mask: Tensor | None, need_weights: bool,
+        self, q: Tensor, k: Tensor, v: Tensor, *, key_padding_mask: Tensor | None, need_weights: bool,
+        cached: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Heads ``q (B, H, Lq, Dh)``, ``k``/``v (B, H, Lk, Dh)`` -> ``out_proj`` of the merged
         attention output ``(B, Lq, E)`` [, weights ``(B, H, Lq, Lk)``]: the one sequence path
-        shared by :meth:`forward` and :meth:`step`."""
-        res = attention(
-            q, k, v, causal=causal, window=window, key_padding_mask=key_padding_mask,
-            dropout_p=self.dropout if self.training else 0.0, need_weights=need_weights,
-        )
+        shared by :meth:`forward` and :meth:`step`. ``cached``: :meth:`step`'s non-causal full
+        attention over the keys it was given; otherwise the pattern's function."""
+        p = self.dropout if self.training else 0.0
+        if cached:
+            res = attention(q, k, v, causal=False, window=None, key_padding_mask=key_padding_mask,
+                            dropout_p=p, need_weights=need_weights)
+        else:
+            if need_weights and not self._spec.weights:
+                V.fail("need_weights", True, f"pattern={self.pattern!r} never forms its attention weights")
+            extra = {"need_weights": True} if need_weights else {}
+            res = self._spec.fn(q, k, v, causal=self.causal, key_padding_mask=key_padding_mask, dropout_p=p,
+                                state=self.pattern_state, **self.pattern_params, **extra)
         out, weights = res if need_weights else (res, None)
         out = self.out_proj(out.transpose(1, 2).flatten(-2))  # (B, Lq, E)
         return (out, weights) if need_weights else out  # type: ignore[return-value]
+
+    def _check_incremental(self) -> None:
+        if self.pattern not in INCREMENTAL_PATTERNS:
+            V.fail("pattern", self.pattern, "project_kv/step (the key/value cache) support only "
+                   + " and ".join(map(repr, INCREMENTAL_PATTERNS)))
 
     def project_kv(self, key: Tensor, value: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """``key (B, Lk, Ek)``, ``value (B, Lk, Ev)`` (default ``key``) -> projected heads
@@ -123,8 +159,7 @@ class MultiHeadAttention(nn.Module):
         For incremental decoding: cross-attention projects its fixed memory once, and causal
         self-attention projects each new position once and appends it to a cache; both then
         call :meth:`step` instead of re-projecting the whole sequence every step."""
-        if self.pattern == "graph":
-            V.fail("pattern", self.pattern, "project_kv/step are for sequences ('full' or 'truncated')")
+        self._check_incremental()
         value = key if value is None else value
         self._check_inputs(False, key=key, value=value)
         return self._heads(self.k_proj, key), self._heads(self.v_proj, value)
@@ -151,6 +186,7 @@ class MultiHeadAttention(nn.Module):
 
         The result equals row ``Lk - 1`` of :meth:`forward` on the whole sequence.
         """
+        self._check_incremental()
         if not self.causal and self.window is not None:
             V.fail("window", self.window, "step() needs causal=True for pattern='truncated' (the query is the last key)")
         self._check_inputs(False, query=query)
@@ -161,8 +197,7 @@ class MultiHeadAttention(nn.Module):
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask[:, -(self.window + 1):]
         q = self._heads(self.q_proj, query)  # (B, H, 1, Dh)
-        return self._attend(q, k, v, causal=False, window=None, key_padding_mask=key_padding_mask,
-                            need_weights=need_weights)
+        return self._attend(q, k, v, key_padding_mask=key_padding_mask, need_weights=need_weights, cached=True)
 
     def forward(
         self,
@@ -176,28 +211,50 @@ class MultiHeadAttention(nn.Module):
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Self-attention when ``key``/``value`` are ``None``. Returns ``out`` shaped like
         ``query``, or ``(out, weights)``: ``(B, H, Lq, Lk)`` for sequences, ``(E, H)`` for graphs."""
+        cross = key is not None and key is not query
         key = query if key is None else key
         value = key if value is None else value
-        graph = self.pattern == "graph"
+        graph = self._spec.kind == "graph"
         self._check_inputs(graph, query=query, key=key, value=value)
         if not graph:
             if edge_index is not None:
-                V.fail("edge_index", "a tensor", f"only pattern='graph' takes edge_index (pattern={self.pattern!r})")
+                V.fail("edge_index", "a tensor", f"only graph patterns take edge_index (pattern={self.pattern!r})")
             if query.shape[0] != key.shape[0]:
                 raise ValueError(f"query batch {query.shape[0]} != key batch {key.shape[0]}")
+            padding = key_padding_mask is not None
+            if not self._spec.supports(causal=self.causal, cross=cross, padding=padding):
+                check_pattern(self.pattern, causal=self.causal, cross=cross, padding=padding)  # raises
             q = self._heads(self.q_proj, query)  # (B, H, Lq, Dh)
             k, v = self._heads(self.k_proj, key), self._heads(self.v_proj, value)  # (B, H, Lk, Dh)
-            return self._attend(q, k, v, causal=self.causal, window=self.window,
-                                key_padding_mask=key_padding_mask, need_weights=need_weights)
+            return self._attend(q, k, v, key_padding_mask=key_padding_mask, need_weights=need_weights)
         if edge_index is None:
-            V.fail("edge_index", None, "pattern='graph' needs a (2, E) edge_index")
+            V.fail("edge_index", None, f"pattern={self.pattern!r} needs a (2, E) edge_index")
         if key_padding_mask is not None:
-            V.fail("key_padding_mask", "a tensor", "pattern='graph' takes no key_padding_mask")
-        res = graph_attention(  # q (N, H, Dh), k/v (Ns, H, Dh)
+            V.fail("key_padding_mask", "a tensor", f"pattern={self.pattern!r} takes no key_padding_mask")
+        res = self._spec.fn(  # q (N, H, Dh), k/v (Ns, H, Dh)
             self._split(self.q_proj(query)), self._split(self.k_proj(key)), self._split(self.v_proj(value)),
-            edge_index, score=self.score, dropout_p=self.dropout if self.training else 0.0,
-            need_weights=need_weights,
+            edge_index, dropout_p=self.dropout if self.training else 0.0, need_weights=need_weights,
+            **self.pattern_params,
         )
         out, weights = res if need_weights else (res, None)
         out = self.out_proj(out.flatten(-2))  # (N, E)
         return (out, weights) if need_weights else out
+
+
+def _merge_shorthands(spec: Pattern, pattern_params: Mapping[str, Any] | None, *, window: int | None,
+                      score: str) -> dict[str, Any]:
+    """``pattern_params`` with the constructor's ``window=`` / ``score=`` shorthands folded in:
+    each only for a pattern that has that parameter, and never disagreeing with ``pattern_params``."""
+    if pattern_params is not None and not isinstance(pattern_params, Mapping):
+        V.fail("pattern_params", pattern_params, "expected a dict of the pattern's own parameters or None")
+    params = dict(pattern_params or {})
+    for key, val, unset in (("window", window, None), ("score", score, "dot")):
+        if val == unset:
+            continue
+        if key not in spec.params:
+            takers = [n for n in list_patterns(kind=None) if key in get_pattern(n).params]
+            V.fail(key, val, f"only pattern(s) {', '.join(map(repr, takers))} take a {key} (pattern={spec.name!r})")
+        if params.get(key, val) != val:
+            V.fail(key, val, f"pattern_params[{key!r}]={params[key]!r} says otherwise: give it once")
+        params[key] = val
+    return params

@@ -1,8 +1,9 @@
 """Transformer layers and stacks on :class:`attn_core.multihead.MultiHeadAttention`.
 
-Every task's attention model is built from these, so the attention pattern is a parameter:
-``pattern="full" | "truncated" | "graph"`` (with ``window`` for truncated, ``edge_index`` at call
-time for graphs) and ``causal``. Layer structure and parameter names mirror
+Every task's attention model is built from these, so the attention pattern is a parameter: any
+registered pattern (:data:`attn_core.PATTERNS`: ``"full"``, ``"truncated"`` with ``window``,
+``"graph"`` with ``edge_index`` at call time, ``"linear"``, ``"performer"`` ...), its own
+``pattern_params``, ``max_len`` for patterns sized by it, and ``causal``. Layer structure and parameter names mirror
 ``torch.nn.TransformerEncoderLayer`` / ``TransformerDecoderLayer`` (``linear1``, ``linear2``,
 ``norm1..3``, ``dropout1..3``), so weights map one to one and the tests compare against torch.
 
@@ -28,6 +29,7 @@ from torch import Tensor
 
 from attn_core import _validate as V
 from attn_core.multihead import MultiHeadAttention
+from attn_core.patterns import PatternNames, check_pattern
 
 __all__ = [
     "TransformerEncoderLayer",
@@ -45,8 +47,8 @@ __all__ = [
 KVCache = dict[str, Tensor]
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"gelu": F.gelu, "relu": F.relu}
-#: Self-attention patterns a decoder may use (a decoder over a graph makes no sense).
-DECODER_PATTERNS = ("full", "truncated")
+#: Self-attention patterns a decoder may use: causal-capable sequence patterns (a live view).
+DECODER_PATTERNS = PatternNames(kind="sequence", causal=True)
 
 
 def _check_common(
@@ -88,7 +90,7 @@ class TransformerEncoderLayer(_FeedForward):
         dropout: on residual branches and inside the FFN. ``attn_dropout`` (default ``dropout``)
             is on the attention probabilities.
         activation: ``"gelu"`` (exact erf GELU) or ``"relu"``.
-        pattern, window, causal, score: passed to :class:`MultiHeadAttention`.
+        pattern, window, causal, score, pattern_params, max_len: passed to :class:`MultiHeadAttention`.
 
     ``forward(x, *, key_padding_mask=None, edge_index=None, need_weights=False)``: ``x`` is
     ``(B, L, E)`` for sequences or ``(N, E)`` node features with ``edge_index`` for ``pattern="graph"``.
@@ -109,6 +111,8 @@ class TransformerEncoderLayer(_FeedForward):
         *,
         layer_norm_eps: float = 1e-5,
         score: str = "dot",
+        pattern_params: dict | None = None,
+        max_len: int | None = None,
     ) -> None:
         super().__init__()
         dim_feedforward = 4 * d_model if dim_feedforward is None and isinstance(d_model, int) else dim_feedforward
@@ -118,6 +122,7 @@ class TransformerEncoderLayer(_FeedForward):
         self.self_attn = MultiHeadAttention(
             d_model, num_heads, pattern=pattern, window=window, causal=causal,
             dropout=dropout if attn_dropout is None else attn_dropout, score=score,
+            pattern_params=pattern_params, max_len=max_len,
         )
         self.linear1 = nn.Linear(d_model, dim_feedforward)
         self.linear2 = nn.Linear(dim_feedforward, d_model)
@@ -161,8 +166,8 @@ class TransformerEncoderLayer(_FeedForward):
 class TransformerDecoderLayer(_FeedForward):
     """Masked self-attention + cross-attention over ``memory`` + feed-forward, pre-LN or post-LN.
 
-    Self-attention is causal by default and may be ``"full"`` or ``"truncated"`` (``window``);
-    cross-attention is always full (every target position sees every real source position).
+    Self-attention is causal by default and may be any causal-capable sequence pattern
+    (:data:`DECODER_PATTERNS`; :meth:`step` only ``"full"``/``"truncated"``); cross-attention is always full (every target position sees every real source position).
     ``memory_dim`` (default ``d_model``) lets the memory have another width.
 
     ``forward(x (B, Lt, E), memory (B, Ls, Em), *, tgt_key_padding_mask (B, Lt), memory_key_padding_mask
@@ -185,16 +190,19 @@ class TransformerDecoderLayer(_FeedForward):
         *,
         layer_norm_eps: float = 1e-5,
         memory_dim: int | None = None,
+        pattern_params: dict | None = None,
+        max_len: int | None = None,
     ) -> None:
         super().__init__()
         dim_feedforward = 4 * d_model if dim_feedforward is None and isinstance(d_model, int) else dim_feedforward
         _check_common(d_model, num_heads, dim_feedforward, dropout, activation, attn_dropout, layer_norm_eps)
-        V.check_choice("pattern", pattern, DECODER_PATTERNS)
+        check_pattern(pattern, causal=True)  # a decoder generates left to right
         assert dim_feedforward is not None
         p_attn = dropout if attn_dropout is None else attn_dropout
         self.d_model, self.norm_first, self.activation = d_model, bool(norm_first), activation
         self.self_attn = MultiHeadAttention(
-            d_model, num_heads, pattern=pattern, window=window, causal=causal, dropout=p_attn
+            d_model, num_heads, pattern=pattern, window=window, causal=causal, dropout=p_attn,
+            pattern_params=pattern_params, max_len=max_len,
         )
         self.multihead_attn = MultiHeadAttention(  # cross-attention (torch's name)
             d_model, num_heads, pattern="full", dropout=p_attn, kdim=memory_dim, vdim=memory_dim
@@ -331,6 +339,8 @@ class TransformerEncoder(nn.Module):
         layer_norm_eps: float = 1e-5,
         score: str = "dot",
         final_norm: bool | None = None,
+        pattern_params: dict | None = None,
+        max_len: int | None = None,
     ) -> None:
         super().__init__()
         _check_stack(num_layers)
@@ -338,6 +348,7 @@ class TransformerEncoder(nn.Module):
             TransformerEncoderLayer(
                 d_model, num_heads, dim_feedforward, dropout, activation, norm_first, pattern, window,
                 causal, attn_dropout, layer_norm_eps=layer_norm_eps, score=score,
+                pattern_params=pattern_params, max_len=max_len,
             )
             for _ in range(num_layers)
         )
@@ -397,6 +408,8 @@ class TransformerDecoder(nn.Module):
         layer_norm_eps: float = 1e-5,
         memory_dim: int | None = None,
         final_norm: bool | None = None,
+        pattern_params: dict | None = None,
+        max_len: int | None = None,
     ) -> None:
         super().__init__()
         _check_stack(num_layers)
@@ -404,6 +417,7 @@ class TransformerDecoder(nn.Module):
             TransformerDecoderLayer(
                 d_model, num_heads, dim_feedforward, dropout, activation, norm_first, pattern, window,
                 causal, attn_dropout, layer_norm_eps=layer_norm_eps, memory_dim=memory_dim,
+                pattern_params=pattern_params, max_len=max_len,
             )
             for _ in range(num_layers)
         )
