@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks import fingerprint as F
 from benchmarks import records as R
-from benchmarks import report_budget
+from benchmarks.report import budget as report_budget
 from benchmarks.cli import main
 from benchmarks.runner import RunOptions, cell_timeout, run_suite
 from benchmarks.schema import ConfigError

@@ -1,0 +1,91 @@
+"""How the report writes numbers: one place for every cell, sentence and CSV value, so that a
+domain section formats a metric, a size or a duration exactly as the leaderboard does."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+__all__ = ["as_number", "fmt_metric", "fmt_si", "fmt_bytes", "fmt_seconds", "fmt_ci", "csv_value", "slug"]
+
+
+def as_number(x: Any) -> float | None:
+    """``x`` as a float; None for None, booleans and anything that is not a number."""
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v
+
+
+def fmt_metric(x: Any) -> str:
+    """A metric value with 4 significant digits (``–`` when absent)."""
+    v = as_number(x)
+    return "–" if v is None else f"{v:.4g}"
+
+
+def fmt_si(x: Any, unit: str = "") -> str:
+    """``1.23M``, ``456k``: 3 significant digits with an SI suffix."""
+    v = as_number(x)
+    if v is None:
+        return "–"
+    if not math.isfinite(v):
+        return f"{v}{unit}"
+    a = abs(v)
+    for factor, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= factor:
+            return f"{v / factor:.3g}{suffix}{unit}"
+    return f"{v:.3g}{unit}"
+
+
+def fmt_bytes(x: Any) -> str:
+    """A size in binary units (``1.5 GiB``)."""
+    v = as_number(x)
+    if v is None:
+        return "–"
+    for factor, suffix in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if abs(v) >= factor:
+            return f"{v / factor:.3g} {suffix}"
+    return f"{v:.0f} B"
+
+
+def fmt_seconds(x: Any) -> str:
+    """A duration in s, min or h (3 significant digits)."""
+    v = as_number(x)
+    if v is None:
+        return "–"
+    if abs(v) < 60:
+        return f"{v:.3g} s"
+    if abs(v) < 3600:
+        return f"{v / 60:.3g} min"
+    return f"{v / 3600:.3g} h"
+
+
+def fmt_ci(lo: Any, hi: Any, n: int | None = None) -> str:
+    """``[lo, hi]``, or ``undefined (n=1)`` when the interval does not exist."""
+    if lo is None or hi is None:
+        return f"undefined (n={n})" if n is not None else "undefined"
+    return f"[{fmt_metric(lo)}, {fmt_metric(hi)}]"
+
+
+def csv_value(x: Any) -> str:
+    """A summary.csv cell: empty for None, lower-case booleans, full-precision floats."""
+    if x is None:
+        return ""
+    if isinstance(x, bool):
+        return str(x).lower()
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        return repr(x)
+    if hasattr(x, "item"):
+        return csv_value(x.item())
+    return str(x)
+
+
+def slug(*parts: str) -> str:
+    """A file-name and anchor-safe name from parts (empty parts left out), joined by ``__``."""
+    return "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", str(p)) for p in parts if p)

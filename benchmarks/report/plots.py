@@ -1,0 +1,170 @@
+"""The report's own plots (matplotlib, no display): quality against train time and parameters,
+learning curves, quality against the training-set size. Each returns the PNG's path, or None
+when the group has nothing to draw."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from benchmarks import stats
+from benchmarks.report.format import as_number, fmt_si
+from benchmarks.report.results import FAMILIES, Group, ModelResult
+
+__all__ = ["FAMILY_COLORS", "plot_quality_vs", "plot_curves", "plot_datasize", "train_size"]
+
+FAMILY_COLORS = {"attention": "tab:red", "rnn": "tab:blue", "cnn": "tab:green", "other": "tab:gray"}
+
+
+def _figure(figsize=(7.0, 4.5)):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=figsize, dpi=100)
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, format="png", bbox_inches="tight")
+    os.replace(tmp, path)
+    return path
+
+
+def _legend_families(ax, families: Iterable[str]) -> None:
+    from matplotlib.lines import Line2D
+
+    fams = [f for f in FAMILIES if f in set(families)] + sorted(set(families) - set(FAMILIES))
+    handles = [Line2D([], [], marker="o", ls="", color=FAMILY_COLORS.get(f, "black"), label=f) for f in fams]
+    if handles:
+        ax.legend(handles=handles, fontsize=8, title="family", title_fontsize=8)
+
+
+def _line_styles() -> Callable[[str], str]:
+    """A line style per call for a family: solid for its first model, then dashed, dotted, ..."""
+    styles = ["-", "--", ":", "-."]
+    count: Counter = Counter()
+
+    def style(family: str) -> str:
+        ls = styles[count[family] % len(styles)]
+        count[family] += 1
+        return ls
+
+    return style
+
+
+def _log_axis_labels(ax, xs: list[float], unit_fmt: Callable[[float], str]) -> None:
+    """Plain tick labels on a log x axis (``12 s``, ``120k``); within a decade, evenly spaced
+    ticks (a log axis has none there); some room around the points."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter, NullLocator
+
+    lo, hi = min(xs), max(xs)
+    pad = 1.5 if hi == lo else max(1.05, (hi / lo) ** 0.1)
+    ax.set_xlim(lo / pad, hi * pad)
+    if hi * pad / (lo / pad) < 10:
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: unit_fmt(x)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def plot_quality_vs(g: Group, xkey: str, xlabel: str, path: Path, title: str,
+                    unit_fmt: Callable[[float], str] = fmt_si) -> Path | None:
+    """Test metric (mean ± std) against a cost column on a log axis, one point per model."""
+    pts = [(m, as_number(m.cost.get(xkey))) for m in g.models if m.mean is not None]
+    pts = [(m, x) for m, x in pts if x is not None and x > 0]
+    if not pts:
+        return None
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    for m, x in pts:
+        c = FAMILY_COLORS.get(m.family, "black")
+        ax.errorbar([x], [m.mean], yerr=[[m.summary.std or 0.0]] if m.summary.std is not None else None,
+                    fmt="o", color=c, capsize=3, ms=6)
+        ax.annotate(m.model, (x, m.mean), xytext=(4, 4), textcoords="offset points", fontsize=7)
+    ax.set_xscale("log")
+    _log_axis_labels(ax, [x for _, x in pts], unit_fmt)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"test {g.metric} ({'higher' if g.mode == 'max' else 'lower'} is better)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3, which="both")
+    _legend_families(ax, [m.family for m, _ in pts])
+    return _save(fig, path)
+
+
+def plot_curves(g: Group, path: Path, title: str) -> Path | None:
+    """Validation metric per epoch, mean over the seeds that reached the epoch, per model."""
+    series = []
+    for m in g.models:
+        by_epoch: dict[Any, list[float]] = defaultdict(list)
+        for r in m.ok:
+            for pt in r.get("curve") or []:
+                if not isinstance(pt, dict):
+                    continue
+                e, v = as_number(pt.get("epoch")), as_number(pt.get("val_metric"))
+                if e is not None and v is not None and math.isfinite(v):
+                    by_epoch[e].append(v)
+        if by_epoch:
+            es = sorted(by_epoch)
+            series.append((m, es, [stats.mean(by_epoch[e]) for e in es]))
+    if not series:
+        return None
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    style = _line_styles()
+    for m, es, ys in series:
+        ls = style(m.family)
+        ax.plot(es, ys, ls, color=FAMILY_COLORS.get(m.family, "black"), label=f"{m.model} ({m.family})", lw=1.5,
+                marker="o" if len(es) <= 30 else None, ms=3)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"validation {g.metric} (mean over seeds)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def train_size(m: ModelResult) -> float | None:
+    """The mean number of training examples of a model's ok records (None when unrecorded)."""
+    sizes = [as_number((r.get("data") or {}).get("train_size")) for r in m.ok if isinstance(r.get("data"), dict)]
+    sizes = [x for x in sizes if x is not None]
+    return stats.mean(sizes) if sizes else None
+
+
+def plot_datasize(gs: list[Group], path: Path, title: str) -> Path | None:
+    """Test metric (mean ± std over seeds) against the training-set size, one line per model."""
+    series: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+    family: dict[str, str] = {}
+    for g in gs:
+        for m in g.models:
+            if m.mean is None:
+                continue
+            x = train_size(m) or g.train_fraction
+            series[m.model].append((x, m.mean, m.summary.std or 0.0))
+            family[m.model] = m.family
+    series = {k: sorted(v) for k, v in series.items() if v}
+    if not series:
+        return None
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    style = _line_styles()
+    for model, pts in sorted(series.items()):
+        ls = style(family[model])
+        ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], fmt=ls, marker="o",
+                    color=FAMILY_COLORS.get(family[model], "black"), capsize=3, ms=4, lw=1.5,
+                    label=f"{model} ({family[model]})")
+    ax.set_xscale("log")
+    _log_axis_labels(ax, [p[0] for pts in series.values() for p in pts], fmt_si)
+    g0 = gs[0]
+    ax.set_xlabel("training examples (log)")
+    ax.set_ylabel(f"test {g0.metric} ({'higher' if g0.mode == 'max' else 'lower'} is better)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+

@@ -1,0 +1,111 @@
+"""What a report is about: groups (one leaderboard per suite, task and dataset) of model
+results, the comparisons of the best attention model against the best baselines, and the
+whole analysis of a results folder. Plain data, computed by :mod:`benchmarks.report.analysis`
+and read by every section, the domains' sections included."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from benchmarks import stats
+from benchmarks.schema import ConfigError
+
+__all__ = [
+    "FAMILIES", "BASELINE_FAMILIES", "CONFIDENCE", "METRIC_BOUNDS", "Warn", "ReportError", "ModelResult",
+    "Comparison", "Group", "Analysis", "group_title", "dataset_label", "short_commit",
+]
+
+FAMILIES = ("attention", "rnn", "cnn", "other")
+BASELINE_FAMILIES = ("rnn", "cnn")
+CONFIDENCE = 0.95
+
+#: Range of bounded metrics (as records store them): confidence intervals are clipped to it.
+METRIC_BOUNDS: dict[str, tuple[float, float]] = {"acc": (0.0, 1.0), "bleu": (0.0, 100.0), "chrf": (0.0, 100.0)}
+
+#: ``warn(kind, message)``: a warning of the report, listed under its kind's title.
+Warn = Callable[[str, str], None]
+
+
+class ReportError(ConfigError):
+    """Nothing to report on (no folder, no records and no manifests); the CLI's input error."""
+
+
+@dataclass
+class ModelResult:
+    suite: str
+    task: str
+    dataset: str
+    model: str
+    family: str
+    pattern: str | None
+    ok: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    missing: list[dict[str, Any]] = field(default_factory=list)  # manifest cells without a record
+    values: list[float] = field(default_factory=list)  # test metric of the ok records, in seed order
+    seeds: list[Any] = field(default_factory=list)
+    summary: stats.Summary | None = None
+    cost: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mean(self) -> float | None:
+        return None if self.summary is None else self.summary.mean
+
+
+@dataclass
+class Comparison:
+    baseline_family: str
+    attention: ModelResult | None
+    baseline: ModelResult | None
+    difference: stats.Difference | None
+    verdict: str | None
+    message: str  # the plain sentence
+
+
+@dataclass
+class Group:
+    suite: str
+    task: str
+    dataset: str
+    metric: str
+    mode: str
+    models: list[ModelResult]  # ranked: best mean first, models without a mean last
+    comparisons: list[Comparison] = field(default_factory=list)
+    base_dataset: str = ""  # the dataset name without the training-set fraction
+    train_fraction: float = 1.0
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.suite, self.task, self.dataset)
+
+    @property
+    def ranked(self) -> list[ModelResult]:
+        """The models with a mean of the group's metric, best first."""
+        return [m for m in self.models if m.mean is not None]
+
+
+@dataclass
+class Analysis:
+    results_dir: Path
+    records: list[dict[str, Any]]
+    manifests: list[dict[str, Any]]
+    groups: list[Group]
+    warnings: dict[str, list[str]]
+    multi_suite: bool
+    confidence: float
+
+
+def dataset_label(dataset: Any, fraction: float) -> str:
+    """A group's dataset label: the name, plus the training-set fraction when below 1 (each
+    fraction of a data-size sweep is its own group: its leaderboard and comparisons)."""
+    return str(dataset) if fraction >= 1 else f"{dataset} [train {fraction * 100:.4g}%]"
+
+
+def group_title(g: Group, multi: bool) -> str:
+    """``task / dataset``, prefixed by ``[suite]`` in a report of several suites."""
+    return f"{'[' + g.suite + '] ' if multi else ''}{g.task} / {g.dataset}"
+
+
+def short_commit(c: Any) -> str:
+    return "unknown" if not c else str(c)[:12]

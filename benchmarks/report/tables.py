@@ -1,0 +1,160 @@
+"""The report's tables as public builders: a group's leaderboard and its comparisons of the
+best attention model against the best baselines, the overview, the warnings section and the
+rows of ``summary.csv``. A domain section may call them to show a group the report's way."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any, Sequence
+
+from benchmarks.report.budget import model_marker
+from benchmarks.report.document import Block, BulletList, Heading, Paragraph, Table, write_text_atomic
+from benchmarks.report.format import as_number, csv_value, fmt_bytes, fmt_ci, fmt_metric, fmt_seconds, fmt_si
+from benchmarks.report.results import BASELINE_FAMILIES, CONFIDENCE, Analysis, Group, group_title
+
+__all__ = ["MEM_KINDS", "SUMMARY_COLUMNS", "COST_COLUMNS", "WARNING_TITLES", "leaderboard_table",
+           "comparison_table", "overview_table", "warning_blocks", "summary_rows", "write_summary_csv"]
+
+MEM_KINDS = {"cuda_allocated": "CUDA allocator peak", "cpu_rss_growth": "CPU RSS growth"}
+
+SUMMARY_COLUMNS = (
+    "suite", "task", "dataset", "model", "family", "pattern", "metric", "mode",
+    "n_ok", "n_failed", "n_missing", "mean", "std", "ci_low", "ci_high",
+    "params", "flops_per_sample", "train_time_s_mean", "train_samples_per_s", "infer_samples_per_s",
+    "train_tokens_per_s", "infer_tokens_per_s", "peak_mem_bytes", "peak_mem_kind",
+)
+COST_COLUMNS = SUMMARY_COLUMNS[SUMMARY_COLUMNS.index("params"):]
+
+
+def _throughput(samples: Any, tokens: Any) -> str:
+    s = "–" if as_number(samples) is None else f"{fmt_si(samples)} samples/s"
+    if as_number(tokens) is not None:
+        s += f"; {fmt_si(tokens)} tok/s"
+    return s
+
+
+def leaderboard_table(g: Group, confidence: float = CONFIDENCE, *, missing_column: bool = False) -> Table:
+    """A group's leaderboard: rank, model, metric mean ± std and CI, cost columns and seed
+    counts (``missing_column``: also the manifest cells without a record)."""
+    pct = int(round(confidence * 100))
+    headers = ["#", "model", "family", "pattern", f"{g.metric} mean ± std", f"{pct}% CI", "params",
+               "FLOPs/sample", "train time", "train throughput", "inference throughput", "peak memory",
+               "seeds ok/failed" + ("/missing" if missing_column else "")]
+    rows = []
+    rank = 0
+    for m in g.models:
+        s = m.summary
+        if s is not None and s.mean is not None:
+            rank += 1
+            r = str(rank)
+            ms = fmt_metric(s.mean) + (f" ± {fmt_metric(s.std)}" if s.std is not None else " (n=1)")
+            ci = fmt_ci(s.ci_low, s.ci_high, s.n)
+        else:
+            r, ms, ci = "–", "–", "–"
+        c = m.cost
+        mem = fmt_bytes(c.get("peak_mem_bytes"))
+        if c.get("peak_mem_bytes") is not None and c.get("peak_mem_kind"):
+            mem += f" ({MEM_KINDS.get(c['peak_mem_kind'], c['peak_mem_kind'])})"
+        seeds = f"{len(m.values)}/{len(m.failed)}" + (f"/{len(m.missing)}" if missing_column else "")
+        if len(m.ok) != len(m.values):
+            seeds += f" ({len(m.ok) - len(m.values)} ok without metric)"
+        rows.append([
+            r, m.model + model_marker(m.ok), m.family, str(m.pattern or "–"), ms, ci, fmt_si(c.get("params")),
+            fmt_si(c.get("flops_per_sample")), fmt_seconds(c.get("train_time_s_mean")),
+            _throughput(c.get("train_samples_per_s"), c.get("train_tokens_per_s")),
+            _throughput(c.get("infer_samples_per_s"), c.get("infer_tokens_per_s")), mem, seeds,
+        ])
+    return Table(headers, rows)
+
+
+def comparison_table(g: Group, confidence: float = CONFIDENCE) -> Table:
+    """The best attention model against the best model of each baseline family: difference,
+    its confidence interval, the test used and the verdict."""
+    pct = int(round(confidence * 100))
+    rows = []
+    for c in g.comparisons:
+        if c.difference is None:
+            rows.append([f"attention vs {c.baseline_family}", c.attention.model if c.attention else "–",
+                         c.baseline.model if c.baseline else "–", "–", "–", "–", c.message])
+            continue
+        d = c.difference
+        rows.append([
+            f"attention vs {c.baseline_family}", c.attention.model, c.baseline.model, f"{d.diff:+.4g}",
+            fmt_ci(d.ci_low, d.ci_high, min(d.n_a, d.n_b)),
+            f"paired t, {d.n_a} seeds" if d.method == "paired" else f"Welch t, n={d.n_a} vs {d.n_b}",
+            c.verdict,
+        ])
+    return Table(["comparison", "best attention", "best baseline", "difference (attention − baseline)",
+                  f"{pct}% CI", "interval", "verdict"], rows)
+
+
+def overview_table(groups: Sequence[Group], multi: bool) -> Table:
+    """One row per group: metric, number of models, the best one and the verdicts."""
+    rows = []
+    for g in groups:
+        ranked = g.ranked
+        best = f"{ranked[0].model} ({fmt_metric(ranked[0].mean)})" if ranked else "–"
+        rows.append([group_title(g, multi), f"{g.metric} ({g.mode})", str(len(g.models)), best,
+                     *[c.verdict or c.message for c in g.comparisons]])
+    return Table(["task / dataset", "metric", "models", "best (mean)",
+                  *[f"attention vs {f}" for f in BASELINE_FAMILIES]], rows)
+
+
+def summary_rows(an: Analysis) -> list[dict[str, Any]]:
+    """``summary.csv``'s rows: one per suite/task/dataset/model, keyed by :data:`SUMMARY_COLUMNS`."""
+    rows = []
+    for g in an.groups:
+        for m in g.models:
+            s = m.summary
+            rows.append({
+                "suite": g.suite, "task": g.task, "dataset": g.dataset, "model": m.model, "family": m.family,
+                "pattern": m.pattern, "metric": g.metric, "mode": g.mode,
+                "n_ok": len(m.values), "n_failed": len(m.failed), "n_missing": len(m.missing),
+                "mean": s.mean if s else None, "std": s.std if s else None,
+                "ci_low": s.ci_low if s else None, "ci_high": s.ci_high if s else None,
+                **{k: m.cost.get(k) for k in COST_COLUMNS},
+            })
+    return rows
+
+
+def write_summary_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(SUMMARY_COLUMNS)
+    for row in rows:
+        w.writerow([csv_value(row.get(c)) for c in SUMMARY_COLUMNS])
+    return write_text_atomic(path, buf.getvalue())
+
+
+#: Warning kinds in the order the Warnings section lists them, with their titles.
+WARNING_TITLES = (
+    ("failed", "Failed cells"),
+    ("missing", "Missing cells (in a suite manifest, no record)"),
+    ("unequal_seeds", "Unequal seed counts"),
+    ("shared", "Measured on a shared device"),
+    ("budgets", "Models stopped by different budgets"),
+    ("commits", "Git commits"),
+    ("duplicates", "Duplicate records"),
+    ("stale", "Records not in the suite manifest"),
+    ("no_metric", "Records without the metric"),
+    ("inconsistent", "Inconsistent records"),
+    ("unreadable", "Unreadable files"),
+    ("plots", "Plots"),
+    ("render", "Extras renderers"),
+)
+
+
+def warning_blocks(warns: dict[str, list[str]]) -> list[Block]:
+    """The Warnings section: a list per kind, known kinds first; "None." when there are none."""
+    blocks: list[Block] = [Heading(2, "Warnings", "warnings")]
+    if not any(warns.values()):
+        blocks.append(Paragraph("None."))
+        return blocks
+    titles = dict(WARNING_TITLES)
+    for kind in [k for k, _ in WARNING_TITLES] + sorted(set(warns) - set(titles)):
+        msgs = warns.get(kind)
+        if msgs:
+            blocks += [Heading(3, f"{titles.get(kind, kind)} ({len(msgs)})"), BulletList(list(msgs), "warn")]
+    return blocks
