@@ -5,6 +5,14 @@ attention model, an RNN or a CNN, so the comparison differs only in the network.
 base owns the optimiser and schedule, the logging convention (``<stage>/loss``,
 ``<stage>/<metric>``) and counts the samples and tokens each stage processed, which the
 runner turns into throughput.
+
+Several ranks (one cell on several devices, DDP): each rank sees a disjoint shard of every
+epoch (:mod:`tasks.common.sampling`), so everything a task accumulates must be summed over the
+ranks before a metric is computed from it. :func:`sum_over_ranks` and :func:`gather_over_ranks`
+do that (and nothing in one process); the per-batch logs here are reduced by Lightning
+(``sync_dist``, a float ``batch_size`` so that the sample-weighted mean is exact) and
+:attr:`TaskModule.counts` are summed over the ranks at the end of every epoch. One process
+logs and counts exactly as before.
 """
 
 from __future__ import annotations
@@ -15,10 +23,42 @@ from typing import Any
 
 import lightning as L
 import torch
+import torch.distributed as dist
 from torch import Tensor, nn
+
+from tasks.common.sampling import rank_and_world
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULERS = ("none", "cosine", "inverse_sqrt")
+STAGES = ("train", "val", "test")
+
+
+# ----------------------------------------------------------------------------- across ranks
+def world_size() -> int:
+    """How many ranks train this cell: the initialised process group's size, else 1."""
+    return rank_and_world()[1]
+
+
+def sum_over_ranks(t: Tensor) -> Tensor:
+    """``t`` summed element-wise over every rank (a new tensor, ``t``'s device and dtype); ``t``
+    itself in one process. Every rank must call it, in the same order (a collective). Under
+    NCCL the sum travels through the current CUDA device."""
+    if world_size() == 1:
+        return t
+    via = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else t.device
+    out = t.detach().to(via, copy=True)
+    dist.all_reduce(out, op=dist.ReduceOp.SUM)
+    return out.to(t.device)
+
+
+def gather_over_ranks(obj: Any) -> list[Any]:
+    """Every rank's ``obj`` (picklable), in rank order; ``[obj]`` in one process (a collective)."""
+    n = world_size()
+    if n == 1:
+        return [obj]
+    out: list[Any] = [None] * n
+    dist.all_gather_object(out, obj)
+    return out
 
 
 @dataclass
@@ -34,7 +74,12 @@ class StepOutput:
 
 
 class TaskModule(L.LightningModule):
-    """Base LightningModule: subclasses implement :meth:`step`."""
+    """Base LightningModule: subclasses implement :meth:`step`. A subclass that overrides an
+    ``on_*_epoch_end`` or ``on_fit_end`` hook calls ``super()`` (the counts are summed there)."""
+
+    #: every rank reads its own shard of the data; False when every rank processes all of it
+    #: (full-batch graphs): then the counts are one rank's, not a sum over identical work
+    shards_data: bool = True
 
     def __init__(
         self,
@@ -54,7 +99,9 @@ class TaskModule(L.LightningModule):
             raise ValueError(f"scheduler={scheduler!r}; valid: {', '.join(SCHEDULERS)}")
         self.net = net
         self.save_hyperparameters(ignore=["net"])
-        self.counts: dict[str, dict[str, int]] = {s: {"samples": 0, "tokens": 0} for s in ("train", "val", "test")}
+        #: samples and tokens each stage processed, over every rank (the runner's throughput)
+        self.counts: dict[str, dict[str, int]] = {s: {"samples": 0, "tokens": 0} for s in STAGES}
+        self._pending: dict[str, list[int]] = {s: [0, 0] for s in STAGES}  # this rank's, not yet summed
 
     # -- to implement ------------------------------------------------------------------
     def step(self, batch: Any, stage: str) -> StepOutput:  # pragma: no cover - abstract
@@ -64,15 +111,52 @@ class TaskModule(L.LightningModule):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.net(*args, **kwargs)
 
+    @property
+    def distributed(self) -> bool:
+        """Whether several ranks train this module (their metrics must be reduced)."""
+        return world_size() > 1
+
     def _run(self, batch: Any, stage: str) -> Tensor:
         out = self.step(batch, stage)
-        self.counts[stage]["samples"] += int(out.samples)
-        self.counts[stage]["tokens"] += int(out.tokens)
-        bs = max(int(out.samples), 1)
-        self.log(f"{stage}/loss", out.loss.detach(), batch_size=bs, prog_bar=stage != "test", on_epoch=True, on_step=False)
+        many = self.distributed
+        if many:  # summed over the ranks at the epoch's end
+            self._pending[stage][0] += int(out.samples)
+            self._pending[stage][1] += int(out.tokens)
+        else:
+            self.counts[stage]["samples"] += int(out.samples)
+            self.counts[stage]["tokens"] += int(out.tokens)
+        # several ranks: Lightning's synced mean divides the ranks' weighted sums by their summed
+        # batch sizes, exact only when those are floats (an int count floors, Lightning #21859)
+        bs: int | float = float(max(int(out.samples), 1)) if many else max(int(out.samples), 1)
+        self.log(f"{stage}/loss", out.loss.detach(), batch_size=bs, prog_bar=stage != "test", on_epoch=True,
+                 on_step=False, sync_dist=many)
         for name, value in out.metrics.items():
-            self.log(f"{stage}/{name}", value, batch_size=bs, prog_bar=stage == "val", on_epoch=True, on_step=False)
+            self.log(f"{stage}/{name}", value, batch_size=bs, prog_bar=stage == "val", on_epoch=True, on_step=False,
+                     sync_dist=many)
         return out.loss
+
+    def _sum_counts(self, stage: str) -> None:
+        """Add every rank's pending counts of ``stage`` to :attr:`counts` (a collective when
+        distributed: all ranks call it at the same hooks; nothing to do in one process)."""
+        if not self.distributed:
+            return
+        local = torch.tensor(self._pending[stage], dtype=torch.long)
+        total = sum_over_ranks(local) if self.shards_data else local
+        self.counts[stage]["samples"] += int(total[0])
+        self.counts[stage]["tokens"] += int(total[1])
+        self._pending[stage] = [0, 0]
+
+    def on_train_epoch_end(self) -> None:
+        self._sum_counts("train")
+
+    def on_fit_end(self) -> None:  # a time or step limit can end training inside an epoch
+        self._sum_counts("train")
+
+    def on_validation_epoch_end(self) -> None:
+        self._sum_counts("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._sum_counts("test")
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         return self._run(batch, "train")

@@ -20,7 +20,12 @@ _MASKS = {"train": "train_mask", "val": "val_mask", "test": "test_mask"}
 class GraphNodeClassifier(TaskModule):
     """Receives a network ``net(data) -> logits (N, C)``; every step sees the whole graph and
     scores only the nodes of the stage's mask (``train_mask``, ``val_mask``, ``test_mask``).
-    Logs ``<stage>/loss`` and ``<stage>/acc``; ``samples`` = nodes in the mask."""
+    Logs ``<stage>/loss`` and ``<stage>/acc``; ``samples`` = nodes in the mask.
+
+    Several ranks each step the whole graph (it cannot be sharded): their metrics are equal and
+    their counts are one rank's (``shards_data`` False), not a sum over repeated work."""
+
+    shards_data = False
 
     def __init__(self, net: nn.Module, **kwargs: Any) -> None:
         super().__init__(net, **{**MODULE_DEFAULTS, **kwargs})

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tasks.common.module import StepOutput, TaskModule
+from tasks.common.module import StepOutput, TaskModule, sum_over_ranks
 
 __all__ = ["PosTaggerModule", "MODULE_DEFAULTS", "make_module", "count_stats"]
 
@@ -60,10 +60,17 @@ class PosTaggerModule(TaskModule):
             self.confusion.zero_()
 
     def _log_epoch(self, stage: str) -> None:
+        if self.distributed:  # every rank counted its own shard: the corpus is their sum
+            # in place: a tensor made under inference mode (validation, test) could not be
+            # updated in place outside it (the runner's FLOP count steps the module later)
+            self.stats[stage].copy_(sum_over_ranks(self.stats[stage]))
+            if stage == "test":
+                self.confusion.copy_(sum_over_ranks(self.confusion))
         c = dict(zip(_STATS, self.stats[stage].tolist()))
         if not c["total"]:
             return
-        kw = dict(on_step=False, on_epoch=True, batch_size=1)
+        # the values are the same on every rank now; sync_dist only says so to Lightning
+        kw = dict(on_step=False, on_epoch=True, batch_size=1, sync_dist=self.distributed)
         self.log(f"{stage}/acc", c["correct"] / c["total"], prog_bar=stage == "val", **kw)
         self.log(f"{stage}/sent_acc", c["sent_correct"] / c["sents"], **kw)
         if c["oov_total"]:
@@ -71,7 +78,9 @@ class PosTaggerModule(TaskModule):
 
     # Exact corpus-level values are logged once per epoch, at the epoch's last batch: Lightning
     # calls callbacks' on_*_epoch_end before the module's, so a value logged there would reach
-    # the checkpoint and early stopping but not a callback that reads it at epoch end.
+    # the checkpoint and early stopping but not a callback that reads it at epoch end. Under
+    # several ranks each calls the reduction once, at its own last batch (evaluation shards
+    # may differ in length by a batch).
     def _last_batch(self, stage: str, batch_idx: int) -> bool:
         t = self.trainer
         n = {"train": t.num_training_batches, "val": (t.num_val_batches or [0])[0],
@@ -102,7 +111,8 @@ class PosTaggerModule(TaskModule):
 
     def report_extras(self, trainer: Any = None, datamodule: Any = None) -> dict[str, Any]:
         """``{"pos_confusion": {"tags", "matrix" (gold rows x predicted columns), "oov": [correct,
-        total]}}`` of the last test run (the best checkpoint when the runner calls it)."""
+        total]}}`` of the last test run (the best checkpoint when the runner calls it), over
+        every rank (summed when the test epoch ended)."""
         c = dict(zip(_STATS, self.stats["test"].tolist()))
         return {"pos_confusion": {"tags": self.tag_names, "matrix": self.confusion.tolist(),
                                   "oov": [c["oov_correct"], c["oov_total"]]}}

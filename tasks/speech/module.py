@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tasks.common.module import StepOutput, TaskModule
+from tasks.common.module import StepOutput, TaskModule, sum_over_ranks
 
 __all__ = ["SpeechModule", "MODULE_DEFAULTS", "make_module", "segments", "edit_distance", "spec_augment"]
 
@@ -143,22 +143,35 @@ class SpeechModule(TaskModule):
         return StepOutput(loss=loss, metrics=metrics, samples=int(y.shape[0]), tokens=frames)
 
     # -- corpus-level validation / test metrics ----------------------------------------
+    def _sum_epoch(self) -> None:
+        """Several ranks: the epoch's counters and confusion summed over them (each rank
+        evaluated its own shard), the same on every rank afterwards."""
+        if not self.distributed:
+            return
+        c = sum_over_ranks(torch.tensor([self._correct, self._total, self._edits, self._words], dtype=torch.long))
+        self._correct, self._total, self._edits, self._words = (int(v) for v in c)
+        self._confusion = sum_over_ranks(self._confusion)
+
     def _log_epoch(self, stage: str) -> None:
+        self._sum_epoch()
         if self._total:
-            self.log(f"{stage}/acc", self._correct / self._total, prog_bar=stage == "val")
+            many = self.distributed  # the values are equal on every rank; sync_dist says so to Lightning
+            self.log(f"{stage}/acc", self._correct / self._total, prog_bar=stage == "val", sync_dist=many)
             if self.form == "tag":
-                self.log(f"{stage}/segment_error", self._edits / max(self._words, 1))
+                self.log(f"{stage}/segment_error", self._edits / max(self._words, 1), sync_dist=many)
 
     def on_validation_epoch_start(self) -> None:
         self._reset_epoch()
 
     def on_validation_epoch_end(self) -> None:
+        super().on_validation_epoch_end()
         self._log_epoch("val")
 
     def on_test_epoch_start(self) -> None:
         self._reset_epoch()
 
     def on_test_epoch_end(self) -> None:
+        super().on_test_epoch_end()
         self._log_epoch("test")
         self.test_confusion = self._confusion.clone()
         if self.form == "tag":

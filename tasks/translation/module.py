@@ -10,7 +10,8 @@
   hypotheses are detokenised by sentencepiece and scored against the raw references with
   sacreBLEU (13a tokenisation, cased: the default ``corpus_bleu``) and chrF; logged as
   ``<stage>/bleu`` (the headline), ``<stage>/chrf``, ``<stage>/ppl`` and ``<stage>/sent_per_s``
-  (decoded sentences per second of decoding time).
+  (decoded sentences per second of decoding time). Under several ranks each decodes its shard
+  and the corpus is scored once, over every rank's hypotheses (:func:`merge_buffers`).
 * ``avg_last_n > 1``: checkpoint averaging. At every validation the weights are replaced by the
   mean of the last ``n`` end-of-epoch weights, validated, and that average is what the
   checkpoint stores, so the best-on-dev checkpoint the runner tests is an average of ``n``.
@@ -29,11 +30,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tasks.common.module import StepOutput, TaskModule
+from tasks.common.module import StepOutput, TaskModule, gather_over_ranks
 from tasks.translation.data import BOS, EOS, PAD
 from tasks.translation.search import beam_search, greedy_search
 
-__all__ = ["TranslationModule", "MODULE_DEFAULTS", "DECODERS", "corpus_scores", "make_module", "average_states"]
+__all__ = ["TranslationModule", "MODULE_DEFAULTS", "DECODERS", "corpus_scores", "make_module", "average_states",
+           "merge_buffers"]
 
 DECODERS = ("greedy", "beam")
 
@@ -139,13 +141,15 @@ class TranslationModule(TaskModule):
 
     def _log_corpus(self, stage: str) -> None:
         buf = self._buf.pop(stage, None)
+        if self.distributed:  # every rank, before any early return: a collective
+            buf = merge_buffers(gather_over_ranks(buf or _new_buffer()))
         if not buf or not buf["hyps"]:
             return
         scores = corpus_scores(buf["hyps"], buf["refs"])
         scores["ppl"] = float(torch.exp(torch.tensor(buf["nll"] / max(buf["tokens"], 1))))
         scores["sent_per_s"] = len(buf["hyps"]) / max(buf["decode_s"], 1e-9)
-        for name, value in scores.items():
-            self.log(f"{stage}/{name}", value, prog_bar=name == "bleu")
+        for name, value in scores.items():  # equal on every rank; sync_dist says so to Lightning
+            self.log(f"{stage}/{name}", value, prog_bar=name == "bleu", sync_dist=self.distributed)
 
     def on_validation_epoch_start(self) -> None:
         self._buf.pop("val", None)
@@ -159,6 +163,7 @@ class TranslationModule(TaskModule):
         self._averaged = avg
 
     def on_validation_epoch_end(self) -> None:
+        super().on_validation_epoch_end()
         self._log_corpus("val")
         if self._live is not None:  # back to the weights being trained
             self.net.load_state_dict(self._live)
@@ -168,6 +173,7 @@ class TranslationModule(TaskModule):
         self._buf.pop("test", None)
 
     def on_test_epoch_end(self) -> None:
+        super().on_test_epoch_end()
         self._log_corpus("test")
 
     def training_in_fit(self) -> bool:
@@ -194,6 +200,21 @@ class TranslationModule(TaskModule):
 
 def _new_buffer() -> dict[str, Any]:
     return {"nll": 0.0, "tokens": 0, "hyps": [], "refs": [], "decode_s": 0.0}
+
+
+def merge_buffers(bufs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One corpus from every rank's evaluation buffer: NLL and tokens summed, hypotheses and
+    references concatenated in rank order (each still beside its own reference: corpus BLEU and
+    chrF sum sentence statistics, so the order does not matter) and ``decode_s`` the slowest
+    rank's (the ranks decode at the same time)."""
+    out = _new_buffer()
+    for buf in bufs:
+        out["nll"] += buf["nll"]
+        out["tokens"] += buf["tokens"]
+        out["hyps"] += buf["hyps"]
+        out["refs"] += buf["refs"]
+        out["decode_s"] = max(out["decode_s"], buf["decode_s"])
+    return out
 
 
 @torch.no_grad()
