@@ -146,6 +146,7 @@ def add_cell(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_cell(args: argparse.Namespace) -> int:
+    from benchmarks import distributed as D
     from benchmarks.commands import _data_dir
     from benchmarks.runner import DEFAULT_CACHE, RunOptions
     from benchmarks.worker import EXIT, cells_from_manifest, execute_cell, manifest_suite
@@ -162,9 +163,15 @@ def cmd_cell(args: argparse.Namespace) -> int:
                       cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE,
                       force=args.force, retry_failed=args.retry_failed, log=lambda m: print(m, flush=True))
     cell = cells[args.cell_id]
-    print(f"cell {cell.cell_id}: {cell.label} ({cell.family}) pid {os.getpid()}", flush=True)
+    rank, ranks = D.launch_rank(), D.cell_ranks(cell.config)
+    of = f" rank {rank} of {ranks}" if ranks > 1 else ""  # a multi-device cell: one line per rank
+    print(f"cell {cell.cell_id}: {cell.label} ({cell.family}) pid {os.getpid()}{of}", flush=True)
     status, rec, _ = execute_cell(cell, manifest_suite(out), opts)
-    print(f"cell {cell.cell_id}: {status}" + (f": {rec.get('reason')}" if status == "failed" and rec else ""), flush=True)
+    reason = f": {rec.get('reason')}" if status == "failed" and rec else ""
+    if rank > 0:  # rank 0 writes the record; a failure here exits 1 (Lightning's launcher then stops rank 0)
+        print(f"cell {cell.cell_id}:{of} {status}{reason} (rank 0 writes the record)", flush=True)
+        return EXIT["ok"] if status == "ok" else EXIT["failed"]
+    print(f"cell {cell.cell_id}: {status}{reason}", flush=True)
     return EXIT[status]
 
 

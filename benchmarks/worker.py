@@ -11,6 +11,10 @@
 
 Exit codes of a unit (``attnbench cell``): 0 ok, 1 the cell failed (record written),
 3 another live worker holds the cell, 4 already finished.
+
+A cell on several devices (:mod:`benchmarks.distributed`) is one unit whose process is rank 0;
+the other ranks run the same command (started by Lightning, or as Slurm tasks) and
+:func:`execute_cell` lets them train without a claim and without a record.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import claims as C
+from benchmarks import distributed as D
 from benchmarks import records as R
 from benchmarks.suite import Cell
 
 __all__ = ["EXIT", "UnitResult", "execute_cell", "cells_from_manifest", "record_target", "log_path",
-           "run_unit", "unit_result", "write_crash_record", "describe_exit", "load_plugins", "RESOURCES_ENV", "PLUGINS_ENV"]
+           "run_unit", "start_unit", "end_unit", "unit_result", "write_crash_record", "describe_exit", "load_plugins",
+           "RESOURCES_ENV", "PLUGINS_ENV"]
 
 EXIT = {"ok": 0, "failed": 1, "elsewhere": 3, "finished": 4}
 RESOURCES_ENV = "ATTNBENCH_RESOURCES"  # JSON: what the launcher gave this cell (stored in its record)
@@ -103,9 +109,15 @@ def execute_cell(cell: Cell, suite: str, opts, *, seen: dict[str, Any] | None = 
     ``failed``, ``elsewhere`` (another live worker holds it) or ``finished`` (already done).
 
     ``seen``: the record the caller saw when it decided to run the cell (``seen_known``);
-    otherwise the record on disk now. A record written by another worker since then is kept."""
+    otherwise the record on disk now. A record written by another worker since then is kept.
+
+    A rank > 0 of a multi-device cell (:func:`benchmarks.distributed.launch_rank`) only trains:
+    rank 0 holds the claim and writes the record; it returns ``(status, record, None)``."""
     from benchmarks.runner import _on_disk, _should_run, _store, run_cell
 
+    if D.launch_rank() > 0:  # decided before any check: rank 0 already decided to run it
+        rec = run_cell(cell, suite, opts)
+        return rec["status"], rec, None
     target = record_target(opts.out, cell)
     if not seen_known:
         seen = _on_disk(target)
@@ -175,41 +187,68 @@ def write_crash_record(out: Path, cell: Cell, suite: str, cause: str, *, peak_rs
 
 
 # --------------------------------------------------------------------------- a unit as a child process
-def run_unit(out: Path, cell_id: str, *, data_dir: Path | None = None, cache_dir: Path | None = None,
-             timeout_s: float | None = None, env: dict[str, str] | None = None, force: bool = False,
-             retry_failed: bool = False) -> UnitResult:
-    """Run ``attnbench cell OUT CELL_ID`` in a child process and wait; a death without a record
-    becomes a ``failed`` record here. For launchers whose job outlives the cell (Slurm, Ray)."""
-    out = Path(out)
-    load_plugins()  # the crash record below needs the cell's task registered
-    cells = cells_from_manifest(out)
-    cell = cells[cell_id]
+def start_unit(out: Path, cell: Cell, *, data_dir: Path | None = None, cache_dir: Path | None = None,
+               env: dict[str, str] | None = None, force: bool = False, retry_failed: bool = False,
+               drop_env: tuple[str, ...] = ()) -> subprocess.Popen:
+    """Start ``python -m benchmarks cell OUT CELL_ID`` in a session of its own (so that the
+    ranks Lightning starts from it can be ended together), its output appended to the cell's
+    log; ``env`` is added to this process's environment, ``drop_env`` removed from it."""
     log = log_path(out, cell)
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "benchmarks", "cell", str(out), cell_id]
+    argv = [sys.executable, "-m", "benchmarks", "cell", str(out), cell.cell_id]
     if data_dir is not None:
         argv += ["--data-dir", str(data_dir)]
     if cache_dir is not None:
         argv += ["--cache-dir", str(cache_dir)]
     argv += ["--force"] * force + ["--retry-failed"] * retry_failed
-    child_env = {**os.environ, **(env or {}), "PYTHONFAULTHANDLER": "1"}
+    child_env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in drop_env}
+    child_env["PYTHONFAULTHANDLER"] = "1"
+    with open(log, "ab") as f:
+        return subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=child_env, start_new_session=True)
+
+
+def end_unit(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to the unit's whole session: after rank 0 has ended, the other ranks of a
+    multi-device cell have nothing left to do (and one blocked on a dead peer would hang)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def run_unit(out: Path, cell_id: str, *, data_dir: Path | None = None, cache_dir: Path | None = None,
+             timeout_s: float | None = None, env: dict[str, str] | None = None, force: bool = False,
+             retry_failed: bool = False, drop_env: tuple[str, ...] = ()) -> UnitResult:
+    """Run ``attnbench cell OUT CELL_ID`` in a child process and wait; a death without a record
+    becomes a ``failed`` record here. For launchers whose job outlives the cell (Slurm, Ray), and
+    for cells on several devices. In a rank > 0 of a multi-task Slurm job the result is only
+    that rank's exit: rank 0's job owns the record and any crash record."""
+    out = Path(out)
+    load_plugins()  # the crash record below needs the cell's task registered
+    cells = cells_from_manifest(out)
+    cell = cells[cell_id]
+    child_env = {**os.environ, **(env or {})}
     resources = {"launcher": child_env.get("ATTNBENCH_LAUNCHER", "unit"), "node": socket.gethostname(),
                  "cuda_visible_devices": child_env.get("CUDA_VISIBLE_DEVICES")}
-    child_env.setdefault(RESOURCES_ENV, json.dumps(resources))
+    env = {**(env or {}), RESOURCES_ENV: child_env.get(RESOURCES_ENV) or json.dumps(resources)}
     from benchmarks.runner import _on_disk
 
     before = _on_disk(record_target(out, cell))
     t0 = time.monotonic()
-    with open(log, "ab") as f:
-        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=child_env, start_new_session=True)
-        try:
-            code = proc.wait(timeout=timeout_s)
-            cause = describe_exit(code)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            code, cause = None, f"timed out after {timeout_s:.0f} s (killed)"
+    proc = start_unit(out, cell, data_dir=data_dir, cache_dir=cache_dir, env=env, force=force,
+                      retry_failed=retry_failed, drop_env=drop_env)
+    try:
+        code = proc.wait(timeout=timeout_s)
+        cause = describe_exit(code)
+    except subprocess.TimeoutExpired:
+        end_unit(proc)
+        proc.wait()
+        code, cause = None, f"timed out after {timeout_s:.0f} s (killed)"
+    finally:
+        if D.cell_ranks(cell.config) > 1:
+            end_unit(proc)
+    if D.launch_rank() > 0:
+        status = "ok" if code == 0 else "failed"
+        return UnitResult(cell.cell_id, status, None if code == 0 else f"rank {D.launch_rank()}: {cause}",
+                          time.monotonic() - t0)
     return unit_result(out, cell, manifest_suite(out), code, None if code is not None else cause,
                        time.monotonic() - t0, before, resources=resources)
 
