@@ -44,7 +44,9 @@ class Launcher(Protocol):
 
 
 class InlineLauncher:
-    """Every cell in the driver's own process, in order: no isolation, for debugging."""
+    """Every cell in the driver's own process, in order: no isolation, for debugging. A cell on
+    several devices is the exception: it runs as its own ``attnbench cell`` process (Lightning
+    starts its other ranks by re-running the command line, which here is the driver's)."""
 
     name = "inline"
 
@@ -54,7 +56,9 @@ class InlineLauncher:
     def launch(self, jobs: list[CellJob], log: Callable[[str], None]) -> list[UnitResult]:
         import time
 
-        from benchmarks.worker import cells_from_manifest, execute_cell, manifest_suite
+        from benchmarks.distributed import SLURM_TASK_ENV, cell_ranks
+        from benchmarks.runner import _on_disk
+        from benchmarks.worker import cells_from_manifest, execute_cell, manifest_suite, record_target, run_unit
 
         results = []
         if not jobs:
@@ -63,8 +67,17 @@ class InlineLauncher:
         suite = manifest_suite(jobs[0].out)
         for k, job in enumerate(jobs, 1):
             t0 = time.monotonic()
-            log(f"[{k}/{len(jobs)}] {job.label} ({cells[job.cell_id].family})")
-            status, rec, _ = execute_cell(cells[job.cell_id], suite, self.opts)
+            cell = cells[job.cell_id]
+            ranks = cell_ranks(cell.config)
+            log(f"[{k}/{len(jobs)}] {job.label} ({cell.family})" + (f" on {ranks} ranks, its own process" if ranks > 1 else ""))
+            if ranks > 1:
+                results.append(run_unit(job.out, job.cell_id, data_dir=job.data_dir, cache_dir=job.cache_dir,
+                                        timeout_s=job.timeout_s, env={"ATTNBENCH_LAUNCHER": "inline"},
+                                        force=job.force, retry_failed=job.retry_failed, drop_env=SLURM_TASK_ENV))
+                rec = _on_disk(record_target(job.out, cell))
+                log_result(log, job.label, results[-1], rec)
+                continue
+            status, rec, _ = execute_cell(cell, suite, self.opts)
             reason = rec.get("reason") if rec and status == "failed" else None
             results.append(UnitResult(job.cell_id, status, reason, time.monotonic() - t0))
             log_result(log, job.label, results[-1], rec)

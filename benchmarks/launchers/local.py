@@ -10,6 +10,12 @@ memory it saw, and the matrix goes on.
 Resources: on CPU each worker gets ``cores // jobs`` torch threads (never oversubscribed); with
 ``--gpus 0,1`` each worker gets one ``CUDA_VISIBLE_DEVICES`` slot, and ``--cells-per-gpu K``
 packs K cells onto one GPU (recorded in each record as ``cells_sharing_device``).
+
+A cell on several devices (``trainer.devices > 1``, :mod:`benchmarks.distributed`) is not forked:
+Lightning starts its other ranks by re-running the command line, so it runs as its own
+``python -m benchmarks cell`` process (:func:`benchmarks.worker.start_unit`). It takes as many
+of the pool's places as it has ranks (all of them when there are fewer), their threads split
+between its ranks, and on ``--gpus`` one slot on each of that many distinct GPUs.
 """
 
 from __future__ import annotations
@@ -22,10 +28,11 @@ import socket
 import time
 from typing import Any, Callable
 
+from benchmarks import distributed as D
 from benchmarks.launchers import CellJob, log_result
 from benchmarks.runner import _on_disk
-from benchmarks.worker import (EXIT, PLUGINS_ENV, RESOURCES_ENV, UnitResult, cells_from_manifest, log_path,
-                               manifest_suite, record_target, unit_result)
+from benchmarks.worker import (EXIT, PLUGINS_ENV, RESOURCES_ENV, UnitResult, cells_from_manifest, end_unit, log_path,
+                               manifest_suite, record_target, start_unit, unit_result)
 
 PRELOAD = ["torch", "lightning", "benchmarks.runner", "benchmarks.worker", "tasks.common.registry",
            "tasks.graphs", "tasks.pos_tagging", "tasks.translation", "tasks.speech", "tasks.vision"]
@@ -91,6 +98,51 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+class _UnitProcess:
+    """A multi-device cell's own ``attnbench cell`` process (rank 0, its other ranks in its
+    session), with what the pool uses of ``multiprocessing.Process``."""
+
+    def __init__(self, popen) -> None:
+        self.popen, self.pid = popen, popen.pid
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.popen.poll()
+
+    def terminate(self) -> None:
+        """SIGTERM to rank 0 only: it releases the claim, and Lightning stops the other ranks."""
+        with contextlib.suppress(ProcessLookupError):
+            self.popen.terminate()
+
+    def kill(self) -> None:
+        end_unit(self.popen)
+
+    def join(self, timeout: float | None = None) -> None:
+        import subprocess
+
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return
+        end_unit(self.popen)  # rank 0 has ended: so do the others
+
+
+def _take_gpus(free: list[str], n: int) -> list[str] | None:
+    """``n`` free slots on ``n`` distinct GPUs (removed from ``free``), or None if not free now."""
+    picked: list[str] = []
+    for g in free:
+        if g not in picked:
+            picked.append(g)
+        if len(picked) == n:
+            for g in picked:
+                free.remove(g)
+            return picked
+    return None
+
+
 def _rss(pid: int) -> int | None:
     try:
         import psutil
@@ -122,15 +174,50 @@ class LocalLauncher:
         ctx.set_forkserver_preload(PRELOAD + [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m])
         return ctx
 
+    def _ranks(self, cell: Any) -> int:
+        """Processes the cell trains with; ``devices: auto`` on a GPU slot is that one GPU."""
+        return D.cell_ranks(cell.config, visible_gpus=1 if self.gpus else None)
+
+    def _check(self, jobs: list[CellJob], cells: dict[str, Any]) -> None:
+        """Refuse, in one line, a multi-device cell that ``--gpus`` cannot give its GPUs."""
+        for job in jobs:
+            n = self._ranks(cells[job.cell_id])
+            cuda = cells[job.cell_id].config.get("device") == "cuda"
+            if n > 1 and cuda and self.gpus and len(set(self.gpus)) < n:
+                from benchmarks.launchers.remote import usage_error
+
+                raise usage_error(f"cell {job.label} trains on {n} GPUs (trainer.devices="
+                                  f"{cells[job.cell_id].config['trainer'].get('devices')!r}) but --gpus "
+                                  f"{','.join(self.gpus)} gives {len(set(self.gpus))}: give at least {n} GPU indices")
+
+    def _start(self, ctx: Any, job: CellJob, cell: Any, gpus: list[str], places: int, ranks: int,
+               resources: dict[str, Any]) -> Any:
+        """Start the cell: forked from the warm parent, or (several ranks) as its own process."""
+        threads = D.rank_threads(places * self.threads, ranks)
+        # the driver's ATTNBENCH_* settings as they are now (plug-ins, loggers, ...), not
+        # those of the forkserver, which may have started earlier
+        env = {**{k: v for k, v in os.environ.items() if k.startswith("ATTNBENCH_")},
+               RESOURCES_ENV: json.dumps({**resources, "cpu_threads": threads}), "OMP_NUM_THREADS": str(threads)}
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        if ranks > 1:
+            return _UnitProcess(start_unit(job.out, cell, data_dir=job.data_dir, cache_dir=job.cache_dir, env=env,
+                                           force=job.force, retry_failed=job.retry_failed,
+                                           drop_env=D.SLURM_TASK_ENV))
+        proc = ctx.Process(target=_child, args=(job, env, threads), name=f"cell-{job.cell_id}")
+        proc.start()
+        return proc
+
     def launch(self, jobs: list[CellJob], log: Callable[[str], None]) -> list[UnitResult]:
         if not jobs:
             return []
         cells = cells_from_manifest(jobs[0].out)
         suite = manifest_suite(jobs[0].out)
+        self._check(jobs, cells)
         ctx = self._context()
         free = [g for g in self.gpus for _ in range(self.per_gpu)]
         pending = list(jobs)
-        running: dict[Any, tuple[CellJob, float, str | None, dict]] = {}
+        running: dict[Any, tuple[CellJob, float, list[str], dict, Any, int]] = {}
         peaks: dict[str, int] = {}
         results: list[UnitResult] = []
         total, started, t_start, last_progress = len(jobs), 0, time.monotonic(), 0.0
@@ -138,27 +225,34 @@ class LocalLauncher:
             + (f", GPUs {','.join(self.gpus)} x {self.per_gpu} cell(s) each" if self.gpus else ""))
         try:
             while pending or running:
-                while pending and len(running) < self.jobs:
-                    job = pending.pop(0)
-                    slot = free.pop(0) if self.gpus else None
+                while pending:
+                    job = pending[0]
+                    cell = cells[job.cell_id]
+                    ranks = self._ranks(cell)
+                    places = min(ranks, self.jobs)  # a multi-device cell takes a place per rank
+                    if sum(r[5] for r in running.values()) + places > self.jobs:
+                        break
+                    gpus: list[str] = []
+                    if self.gpus:
+                        got = _take_gpus(free, ranks if cell.config.get("device") == "cuda" else 1)
+                        if got is None:
+                            break
+                        gpus = got
+                    pending.pop(0)
                     resources = {"launcher": "local", "node": socket.gethostname(), "jobs": self.jobs,
-                                 "cells_sharing_device": self.per_gpu if slot is not None else 1,
-                                 "gpu_index": slot}
-                    # the driver's ATTNBENCH_* settings as they are now (plug-ins, loggers, ...), not
-                    # those of the forkserver, which may have started earlier
-                    env = {**{k: v for k, v in os.environ.items() if k.startswith("ATTNBENCH_")},
-                           RESOURCES_ENV: json.dumps(resources), "OMP_NUM_THREADS": str(self.threads)}
-                    if slot is not None:
-                        env["CUDA_VISIBLE_DEVICES"] = slot
-                    before = _on_disk(record_target(job.out, cells[job.cell_id]))
-                    proc = ctx.Process(target=_child, args=(job, env, self.threads), name=f"cell-{job.cell_id}")
-                    proc.start()
-                    running[proc] = (job, time.monotonic(), slot, resources, before)
+                                 "cells_sharing_device": self.per_gpu if gpus else 1,
+                                 "gpu_index": ",".join(gpus) if gpus else None}
+                    if ranks > 1:
+                        resources["ranks"] = ranks
+                    before = _on_disk(record_target(job.out, cell))
+                    proc = self._start(ctx, job, cell, gpus, places, ranks, resources)
+                    running[proc] = (job, time.monotonic(), gpus, resources, before, places)
                     started += 1
-                    log(f"[{started}/{total}] {job.label} ({cells[job.cell_id].family})")
+                    log(f"[{started}/{total}] {job.label} ({cell.family})"
+                        + (f" on {ranks} ranks, its own process" if ranks > 1 else ""))
                 time.sleep(POLL_S)
                 for proc in list(running):
-                    job, t0, slot, resources, before = running[proc]
+                    job, t0, gpus, resources, before, _ = running[proc]
                     rss = _rss(proc.pid) if proc.pid else None
                     if rss:
                         peaks[job.cell_id] = max(peaks.get(job.cell_id, 0), rss)
@@ -169,8 +263,7 @@ class LocalLauncher:
                         proc.kill()
                     proc.join()
                     del running[proc]
-                    if slot is not None:
-                        free.append(slot)
+                    free.extend(gpus)
                     res = unit_result(job.out, cells[job.cell_id], suite, proc.exitcode,
                                       f"timed out after {job.timeout_s:.0f} s (killed)" if timed_out else None,
                                       time.monotonic() - t0, before, peak_rss=peaks.get(job.cell_id),

@@ -6,6 +6,9 @@ of the task, so a crash of the cell still becomes a ``failed`` record.
 nodes must have attnbench installed and see OUT (and the data and cache folders) at the same
 paths; without it a local Ray instance is started for this run and shut down at the end. A Ray
 already initialised in this process (a notebook, a test) is used as it is and left running.
+
+A cell on several devices (``trainer.devices > 1``) is refused before anything is submitted: a
+Ray task reserves resources for one process, and its ranks would run outside that reservation.
 """
 
 from __future__ import annotations
@@ -101,6 +104,21 @@ def _check_reachable(address: str, timeout_s: float = 10.0) -> None:
                           f"answer ({err.strerror or err}); start it with ray start --head, or give its address") from None
 
 
+def _refuse_multi_device(jobs: list[CellJob]) -> None:
+    """One line for the first cell that trains on several devices: not a Ray task's shape."""
+    from benchmarks.distributed import cell_ranks
+    from benchmarks.worker import cells_from_manifest
+
+    cells = cells_from_manifest(jobs[0].out)
+    for job in jobs:
+        n = cell_ranks(cells[job.cell_id].config)
+        if n > 1:
+            devices = cells[job.cell_id].config["trainer"].get("devices")
+            raise usage_error(f"trainer.devices={devices!r} ({n} processes for cell {job.label}) is not supported by "
+                              "--launcher ray (one process per Ray task); valid: trainer.devices=1 with ray, or "
+                              "--launcher local or slurm for multi-device cells")
+
+
 class RayLauncher:
     """One Ray task per cell, ``num_cpus=job.cpus`` and ``num_gpus=job.gpus``; results are
     gathered as they finish, one line per cell."""
@@ -136,6 +154,7 @@ class RayLauncher:
     def launch(self, jobs: list[CellJob], log: Callable[[str], None]) -> list[UnitResult]:
         if not jobs:
             return []
+        _refuse_multi_device(jobs)
         ray = self.ray
         started = self._start()
         try:

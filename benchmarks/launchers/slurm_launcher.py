@@ -12,6 +12,11 @@ running into ``--slurm-time`` is given up after submitit's three requeues, as a 
 
 Without ``--no-wait`` the driver waits and logs each cell as it finishes; with it, the driver
 prints the job ids and returns, and ``attnbench status OUT`` follows the cells.
+
+A cell on several devices (``trainer.devices = N > 1``) is one job of ``N`` tasks on one node
+(``--ntasks-per-node N``, ``--cpus-per-task`` each, and ``N`` GPUs for a CUDA cell): every task
+runs the unit, Lightning's ``SLURMEnvironment`` makes task ``k`` rank ``k``, and only task 0
+writes the record (:mod:`benchmarks.distributed`). Its result is task 0's.
 """
 
 from __future__ import annotations
@@ -212,13 +217,17 @@ class SlurmLauncher:
         self.wait: bool = not getattr(args, "no_wait", False)
         self.opts = opts
 
-    def _executor(self, folder: Path, cpus: int, gpus: int, name: str) -> Any:
+    def _executor(self, folder: Path, cpus: int, gpus: int, name: str, ranks: int = 1) -> Any:
+        """An executor for cells of ``ranks`` tasks (one per rank, on one node), ``cpus`` per task
+        and ``gpus`` on the node."""
         ex = self.submitit.AutoExecutor(folder=folder, cluster="slurm")
         # submitit's warning signal comes 90 s before the limit; short limits get it at 3/4 of theirs
         params: dict[str, Any] = {"timeout_min": self.time_min, "cpus_per_task": cpus,
                                   "slurm_array_parallelism": self.parallelism, "name": name,
                                   "slurm_signal_delay_s": min(90, max(15, self.time_min * 15)),
                                   "stderr_to_stdout": True}
+        if ranks > 1:  # Lightning's SLURMEnvironment wants devices == tasks per node
+            params.update(nodes=1, tasks_per_node=ranks)
         if gpus:
             params["gpus_per_node"] = gpus
         if self.partition:
@@ -228,25 +237,29 @@ class SlurmLauncher:
 
     def submit(self, jobs: list[CellJob]) -> list[tuple[Any, CellJob]]:
         """Submit every job; returns ``(submitit job, cell job)`` pairs."""
-        from benchmarks.worker import manifest_suite
+        from benchmarks.distributed import cell_ranks
+        from benchmarks.worker import cells_from_manifest, manifest_suite
 
         out = Path(jobs[0].out).resolve()
         name = f"attnbench-{manifest_suite(out)}"
         folder = out / ".submitit" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-        groups: dict[tuple[int, int], list[CellJob]] = {}
+        cells = cells_from_manifest(out)
+        groups: dict[tuple[int, int, int], list[CellJob]] = {}
         for job in jobs:
             job.out = Path(job.out).resolve()
-            cpus = self.cpus or max(1, int(job.cpus))
-            gpus = self.gpus if self.gpus is not None else math.ceil(job.gpus)
-            groups.setdefault((cpus, gpus), []).append(job)
+            ranks = cell_ranks(cells[job.cell_id].config)
+            cpus = self.cpus or max(1, int(job.cpus))  # per task, so per rank
+            gpus = self.gpus if self.gpus is not None else math.ceil(job.gpus) * ranks
+            groups.setdefault((cpus, gpus, ranks), []).append(job)
         submitted = []
-        for (cpus, gpus), group in groups.items():
-            ex = self._executor(folder, cpus, gpus, name)
+        for (cpus, gpus, ranks), group in groups.items():
+            ex = self._executor(folder, cpus, gpus, name, ranks)
             try:
                 handles = ex.map_array(CellTask(), group)
             except Exception as err:  # noqa: BLE001 - sbatch's own message, on one line
                 text = " ".join(str(getattr(err, "stderr", None) or err).split())
-                raise usage_error(f"sbatch refused the job array ({cpus} CPUs, {gpus} GPUs per cell"
+                per = f"{ranks} tasks of {cpus} CPUs" if ranks > 1 else f"{cpus} CPUs"
+                raise usage_error(f"sbatch refused the job array ({per}, {gpus} GPUs per cell"
                                    f"{', partition ' + self.partition if self.partition else ''}): {text[:300]}") from None
             submitted += list(zip(handles, group))
         return submitted
@@ -288,8 +301,8 @@ class SlurmLauncher:
         return results
 
     def _result(self, handle: Any, job: CellJob, cell: Any) -> UnitResult:
-        try:
-            return handle.result()
+        try:  # a multi-device cell's job has a task per rank: task 0 owns the record
+            return handle.task(0).result() if handle.num_tasks > 1 else handle.result()
         except Exception as err:  # noqa: BLE001 - the job died without a result: recorded as failed
             state = handle.state  # still RUNNING when the job's own Python reported the end
             where = f"slurm job {handle.job_id}" + (f" ({state})" if state not in ("RUNNING", "UNKNOWN") else "")
