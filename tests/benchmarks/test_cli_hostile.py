@@ -365,10 +365,16 @@ def test_report_flags_records_measured_on_a_shared_device(tmp_path):
     assert "device shared between cells" in analyse(tmp_path / "s").warnings["shared"][0]
 
 
-@pytest.mark.parametrize("argv", [["--devices", "2"], ["--devices", "0,1"], ["--set", "trainer.devices=2"]])
-def test_a_cell_on_several_devices_is_refused_with_the_alternative(argv, tmp_path, capsys):
-    code, _, err = _run_cli(["run", _toy(tmp_path), "--dry-run", *argv], capsys)
-    assert code == 2 and "is refused for now" in err and "--jobs" in err
+@pytest.mark.parametrize("argv", [["--devices", "2"], ["--set", "trainer.devices=2"]])
+def test_a_cell_on_several_cpu_processes_is_valid(argv, tmp_path, capsys):
+    code, out, err = _run_cli(["run", _toy(tmp_path), "--dry-run", *argv], capsys)
+    assert code == 0 and "valid; 1 cells" in out, err
+
+
+def test_device_indices_on_cpu_are_one_line_with_the_choices(tmp_path, capsys):
+    code, _, err = _run_cli(["run", _toy(tmp_path), "--dry-run", "--devices", "0,1"], capsys)
+    assert code == 2 and "trainer.devices=[0, 1] is invalid with accelerator='cpu'" in err and "integer >= 1" in err
+    _no_traceback(err)
 
 
 @pytest.mark.parametrize("argv,message", [
