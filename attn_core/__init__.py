@@ -1,8 +1,10 @@
 """attn_core: one attention function, many registered patterns, and the modules built on it.
 No Lightning, no task code: reusable in any PyTorch model.
 
-Patterns live in a registry (:mod:`attn_core.patterns`): ``full``, ``truncated`` and ``graph``,
-registered in :mod:`attn_core.variants`. Plug-ins add more with :func:`register_pattern`; every registered
+Patterns live in a registry (:mod:`attn_core.patterns`): ``full``, ``truncated`` and ``graph``
+(exact), and the efficient variants ``linear`` (Katharopoulos), ``performer`` (FAVOR+),
+``linformer``, ``nystrom`` and ``local_global`` (window + global tokens), one module each under
+:mod:`attn_core.variants`. Plug-ins add more with :func:`register_pattern`; every registered
 pattern works in :class:`MultiHeadAttention` and the Transformer layers (``pattern=``,
 ``pattern_params=``, ``max_len=``). :data:`PATTERNS` is a live view of the registered names.
 
@@ -40,6 +42,8 @@ from attn_core.masks import (
     graph_mask,
     grid_window_edges,
     grid_window_mask,
+    local_global_allows,
+    local_global_mask,
     mask_to_bias,
     padding_mask,
     window_allows,
@@ -79,6 +83,8 @@ __all__ = [
     "graph_mask",
     "grid_window_edges",
     "grid_window_mask",
+    "local_global_allows",
+    "local_global_mask",
     "mask_to_bias",
     "padding_mask",
     "window_allows",

@@ -18,6 +18,8 @@ __all__ = [
     "causal_mask",
     "window_allows",
     "window_mask",
+    "local_global_allows",
+    "local_global_mask",
     "padding_mask",
     "graph_mask",
     "grid_window_mask",
@@ -77,6 +79,37 @@ def window_mask(
     i = torch.arange(q_len, device=device)[:, None]
     j = torch.arange(k_len, device=device)[None, :]
     return window_allows(i - j, window, causal)
+
+
+def local_global_allows(i: Tensor, j: Tensor, window: int, global_tokens: int, causal: bool = False) -> Tensor:
+    """The ``local_global`` pattern's one rule on query/key positions ``i``, ``j`` (broadcast):
+    the window (:func:`window_allows`), or either position among the first ``global_tokens``
+    (global rows see everything, global columns are seen by everything); ``j <= i`` when ``causal``."""
+    allowed = window_allows(i - j, window, causal) | (i < global_tokens) | (j < global_tokens)
+    return allowed & (j <= i) if causal else allowed
+
+
+def local_global_mask(
+    q_len: int, k_len: int | None = None, window: int = 1, global_tokens: int = 1, *, causal: bool = False,
+    device=None,
+) -> Tensor:
+    """Longformer/BigBird-style attention: a sliding window plus ``global_tokens`` global positions.
+
+    ``local_global_mask(6, window=1, global_tokens=1)``::
+
+        q\\k 0 1 2 3 4 5
+         0   1 1 1 1 1 1      (global row: sees everything)
+         1   1 1 1 0 0 0
+         2   1 1 1 1 0 0
+         3   1 0 1 1 1 0      (key 0 is a global column: seen by every row)
+         4   1 0 0 1 1 1
+         5   1 0 0 0 1 1
+
+    Returns a ``(q_len, k_len)`` bool tensor (dense: for tests and need_weights)."""
+    k_len = q_len if k_len is None else k_len
+    i = torch.arange(q_len, device=device)[:, None]
+    j = torch.arange(k_len, device=device)[None, :]
+    return local_global_allows(i, j, window, global_tokens, causal)
 
 
 def padding_mask(key_padding_mask: Tensor, q_len: int) -> Tensor:

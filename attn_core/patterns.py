@@ -112,6 +112,8 @@ def register_pattern(
     V.check_choice("kind", kind, KINDS)
     if name in _REGISTRY and not override:
         raise ValueError(f"pattern {name!r} is already registered: pass override=True to replace it")
+    if not isinstance(complexity, str) or not complexity:
+        V.fail("complexity", complexity, 'expected the cost in the length as a string ("L^2", "L*w", ...)')
     flags = {"causal": causal, "padding": padding, "cross": cross, "needs_max_len": needs_max_len}
     for flag, val in flags.items():
         if not isinstance(val, bool):
