@@ -228,6 +228,9 @@ def run_unit(out: Path, cell_id: str, *, data_dir: Path | None = None, cache_dir
     child_env = {**os.environ, **(env or {})}
     resources = {"launcher": child_env.get("ATTNBENCH_LAUNCHER", "unit"), "node": socket.gethostname(),
                  "cuda_visible_devices": child_env.get("CUDA_VISIBLE_DEVICES")}
+    ranks = D.cell_ranks(cell.config)
+    if ranks > 1:
+        resources["ranks"] = ranks
     env = {**(env or {}), RESOURCES_ENV: child_env.get(RESOURCES_ENV) or json.dumps(resources)}
     from benchmarks.runner import _on_disk
 
@@ -243,7 +246,7 @@ def run_unit(out: Path, cell_id: str, *, data_dir: Path | None = None, cache_dir
         proc.wait()
         code, cause = None, f"timed out after {timeout_s:.0f} s (killed)"
     finally:
-        if D.cell_ranks(cell.config) > 1:
+        if ranks > 1:
             end_unit(proc)
     if D.launch_rank() > 0:
         status = "ok" if code == 0 else "failed"

@@ -1,20 +1,22 @@
-"""Launchers and cells on several devices (issue 16), without a cluster: what the Slurm launcher
-submits for them (one job of a task per rank; task 0's result), Ray refusing them in one line
-before anything starts, and the local pool's GPU slots for them."""
+"""Launchers and cells on several devices (issue 16): what the Slurm launcher submits for them
+(one job of a task per rank; task 0's result), a real 2-task job on the single-node test Slurm,
+Ray refusing them in one line before anything starts, and the local pool's GPU slots for them."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks import records as R
-from benchmarks.cli import CliError
+from benchmarks.cli import CliError, main
 from benchmarks.launchers import CellJob
 from benchmarks.suite import expand, validate_suite
-from benchmarks.worker import UnitResult
+from benchmarks.worker import UnitResult, log_path
 from tests.benchmarks.toy_task import register
 
 SUITE = {
@@ -109,6 +111,25 @@ def test_a_follower_slurm_task_never_writes_a_crash_record(tmp_path, monkeypatch
     res = W.run_unit(tmp_path / "out", jobs[1].cell_id)
     assert (res.status, res.reason) == ("ok", None)
     assert not list(R.iter_record_files(tmp_path / "out"))  # rank 0 would write it, or its crash record
+
+
+def test_a_two_rank_cell_on_a_real_slurm_is_one_job_of_two_tasks(local_slurm, tmp_path, capsys) -> None:
+    """Slurm starts both ranks (SLURMEnvironment: task k is rank k); task 0 writes the record."""
+    from tests.benchmarks.test_distributed_cell import SUITE
+
+    cfg, out = tmp_path / "ddp.yaml", tmp_path / "out"
+    cfg.write_text(SUITE.format(devices=2))
+    code = main(["run", str(cfg), "--out", str(out), "--no-report", "--cache-dir", str(tmp_path / "cache"),
+                 "--launcher", "slurm", "--slurm-cpus-per-cell", "1", "--slurm-time", "10"])
+    assert code == 0, capsys.readouterr().out
+    (path,) = R.iter_record_files(out)
+    rec = json.loads(path.read_text())
+    assert rec["status"] == "ok" and rec["resources"]["launcher"] == "slurm" and rec["resources"]["ranks"] == 2
+    m = rec["extras"]["pos_confusion"]["matrix"]  # over both ranks' shards: every test word once
+    assert sum(m[i][i] for i in range(len(m))) / sum(map(sum, m)) == pytest.approx(rec["test"]["acc"], abs=1e-7)
+    log = log_path(out, rec).read_text()
+    assert sorted(re.findall(r"pid \d+ rank (\d) of 2", log)) == ["0", "1"], log
+    assert len(list((out / ".submitit").rglob("*_[01]_log.out"))) == 2  # one job, tasks 0 and 1
 
 
 # ----------------------------------------------------------------------------- ray
