@@ -165,7 +165,6 @@ def write_report(
     if out_dir is None and len(roots) > 1:
         raise ReportError("a report of several results folders needs --out DIR (where to write it)")
     an = analyse(roots, confidence)
-    load_sections()  # the domains' renderers register in EXTRA_RENDERERS / BENCH_RENDERERS
     out = Path(out_dir) if out_dir is not None else roots[0]
     source = ", ".join(map(str, roots))
     root = roots[0]  # where micro-benchmark output is looked for
@@ -176,6 +175,8 @@ def write_report(
 
     def warn(kind: str, msg: str) -> None:
         warns.setdefault(kind, []).append(msg)
+
+    load_sections({g.task for g in an.groups}, warn)  # the domains' renderers register in EXTRA_RENDERERS
 
     pct = int(round(confidence * 100))
     blocks: list[Block] = [

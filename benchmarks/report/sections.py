@@ -2,24 +2,30 @@
 
 * :data:`EXTRA_RENDERERS`: ``rec["extras"]`` key -> renderer of a task artefact (confusion
   tables, attention maps, ...); called once per group that has the key, with an
-  :class:`ExtraContext`.
+  :class:`ExtraContext` that carries the group as the report ranked it.
 * :data:`BENCH_RENDERERS`: micro-benchmark name -> renderer of its section, called with a
   :class:`BenchContext` when ``bench_<name>.json`` is found next to the results.
 
-A renderer returns an :class:`ExtraSection` (or None: nothing to show). A renderer that raises
-costs its section, never the report: the error becomes a warning.
+A domain registers its renderers in ``tasks/<domain>/report.py``, which the report imports
+(:func:`load_sections`) when it shows that domain's results or micro-benchmark. A renderer builds its
+section from the blocks of :mod:`benchmarks.report.document` and returns an
+:class:`ExtraSection` (or None: nothing to show); one that raises costs its section, never the
+report: the error becomes a warning.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
-from benchmarks.report.document import Block, Paragraph, Raw
+from benchmarks.report.document import Block, Image, Paragraph, Raw, render_html_fragment, render_markdown
 from benchmarks.report.micro import bench_candidate_dirs, find_bench
-from benchmarks.report.results import Group, Warn
+from benchmarks.report.results import Group, ModelResult, Warn
 
 __all__ = ["ExtraContext", "ExtraSection", "BenchContext", "ExtraRenderer", "BenchRenderer", "EXTRA_RENDERERS",
            "BENCH_RENDERERS", "load_sections", "extras_blocks", "bench_blocks"]
@@ -27,23 +33,58 @@ __all__ = ["ExtraContext", "ExtraSection", "BenchContext", "ExtraRenderer", "Ben
 
 @dataclass
 class ExtraContext:
-    """What an extras renderer gets: the key, the group, and ``(record, rec["extras"][key])``
-    for every ``ok`` record of the group that has the key. ``plots_dir`` is where it may write
-    images (reference them as ``plots/<name>`` in markdown and with :func:`embed_png` in html)."""
+    """What an extras renderer gets: the key, its group (the models ranked by the group's
+    metric and mode, with their statistics: ``group.ranked``), and ``(record,
+    rec["extras"][key])`` for every ``ok`` record of the group that has the key. ``plots_dir``
+    is where it may write images (:meth:`image` makes the block that shows one)."""
 
     key: str
-    suite: str
-    task: str
-    dataset: str
+    group: Group
     items: list[tuple[dict[str, Any], Any]]
     plots_dir: Path
     out_dir: Path
 
+    @property
+    def suite(self) -> str:
+        return self.group.suite
+
+    @property
+    def task(self) -> str:
+        return self.group.task
+
+    @property
+    def dataset(self) -> str:
+        return self.group.dataset
+
+    @property
+    def metric(self) -> str:
+        """The group's metric (``test[metric]`` in records); ``mode`` says its direction."""
+        return self.group.metric
+
+    @property
+    def mode(self) -> str:
+        return self.group.mode
+
+    @property
+    def ranked(self) -> list[ModelResult]:
+        """The group's models with a mean of its metric, best first (the leaderboard's order)."""
+        return self.group.ranked
+
+    def image(self, path: Path, alt: str) -> Image:
+        """The block showing a plot the renderer wrote (under ``plots_dir``)."""
+        return Image(path, Path(os.path.relpath(path, self.out_dir)).as_posix(), alt)
+
 
 @dataclass
 class ExtraSection:
+    """A section's Markdown and HTML; :meth:`from_blocks` renders them from blocks."""
+
     markdown: str
     html: str
+
+    @classmethod
+    def from_blocks(cls, blocks: Sequence[Block]) -> "ExtraSection":
+        return cls(render_markdown(blocks), render_html_fragment(blocks))
 
 
 ExtraRenderer = Callable[[ExtraContext], "ExtraSection | None"]
@@ -72,11 +113,25 @@ BenchRenderer = Callable[[BenchContext], "ExtraSection | None"]
 BENCH_RENDERERS: dict[str, BenchRenderer] = {}
 
 
-def load_sections() -> None:
-    """Import the domains' renderers, which register in the tables above."""
-    from benchmarks.extras import load_all
+def load_sections(tasks: Iterable[str], warn: Warn) -> None:
+    """Import ``tasks.<name>.report`` for each registered task package named that has one
+    (importing it registers its renderers). A domain package brings torch and Lightning with
+    it, so the report names only the tasks it shows: those of its groups, and a domain whose
+    micro-benchmark output it found (a domain's micro-benchmark is named after it). A module
+    that fails to import (e.g. a missing dependency of its domain) is a warning; the report goes
+    on without its sections."""
+    from tasks.common.registry import TASK_PACKAGES
 
-    load_all()
+    for name in sorted(set(tasks)):
+        package = TASK_PACKAGES.get(name)
+        spec = importlib.util.find_spec(package) if package else None  # imports "tasks", not the package
+        where = spec.submodule_search_locations if spec is not None else None
+        if not where or not any((Path(d) / "report.py").is_file() for d in where):
+            continue
+        try:
+            importlib.import_module(f"{package}.report")
+        except ImportError as exc:
+            warn("render", f"domain section not loaded: {package}.report: {type(exc).__name__}: {exc}")
 
 
 def extras_blocks(g: Group, plots_dir: Path, out_dir: Path, warn: Warn) -> list[Block]:
@@ -99,7 +154,7 @@ def extras_blocks(g: Group, plots_dir: Path, out_dir: Path, warn: Warn) -> list[
             unrendered.append(key)
             continue
         try:
-            sec = fn(ExtraContext(key, g.suite, g.task, g.dataset, items[key], plots_dir, out_dir))
+            sec = fn(ExtraContext(key, g, items[key], plots_dir, out_dir))
         except Exception as exc:  # noqa: BLE001 - one bad renderer must not lose the report
             warn("render", f"{g.task}/{g.dataset}: extras renderer for {key!r} failed: {type(exc).__name__}: {exc}")
             continue
@@ -113,12 +168,20 @@ def extras_blocks(g: Group, plots_dir: Path, out_dir: Path, warn: Warn) -> list[
 
 def bench_blocks(results_dir: Path, bench_dirs: Sequence[str | Path] | None, plots_dir: Path, out_dir: Path,
                  warn: Warn) -> list[Block]:
-    """The sections of the registered micro-benchmarks whose JSON is found, by name."""
+    """The sections of the micro-benchmarks whose JSON is found, by name: those registered,
+    and those of a domain (its renderer loaded when its output is there)."""
+    from tasks.common.registry import TASK_PACKAGES
+
     blocks: list[Block] = []
-    for bname, render in sorted(BENCH_RENDERERS.items()):
+    for bname in sorted(set(BENCH_RENDERERS) | set(TASK_PACKAGES)):
         cands = bench_dirs if bench_dirs is not None else bench_candidate_dirs(results_dir, bname)
         found = find_bench(cands, f"bench_{bname}")
         if found is None or found.json_path is None:
+            continue
+        if bname not in BENCH_RENDERERS:
+            load_sections([bname], warn)
+        render = BENCH_RENDERERS.get(bname)
+        if render is None:
             continue
         try:
             sec = render(BenchContext(bname, found.json_path.parent, found.doc, plots_dir, out_dir))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from benchmarks.extras.translation import KEY, head_mean, pick_records, render_alignments
-from benchmarks.report import EXTRA_RENDERERS, ExtraContext
+from benchmarks.report import EXTRA_RENDERERS, ExtraContext, group_of
+from tasks.translation.report import ALIGNMENT_KEY, head_mean, pick_records, render_alignments
 
 
 def _sentence(heads: int, t: int, s: int, rng: random.Random) -> dict:
@@ -26,15 +26,16 @@ def _value(heads: int, seed: int = 0) -> dict:
 
 
 def _rec(model: str, family: str, seed: int) -> dict:
-    return {"model": model, "family": family, "seed": seed, "test": {"bleu": 10.0}}
+    return {"suite": "quick", "task": "translation", "dataset": "synthetic", "model": model, "family": family,
+            "seed": seed, "status": "ok", "test": {"bleu": 10.0}}
 
 
 def _ctx(items, tmp_path):
-    return ExtraContext(KEY, "quick", "translation", "synthetic", items, tmp_path / "plots", tmp_path)
+    return ExtraContext(ALIGNMENT_KEY, group_of([r for r, _ in items], "bleu"), items, tmp_path / "plots", tmp_path)
 
 
 def test_registered():
-    assert EXTRA_RENDERERS[KEY] is render_alignments
+    assert EXTRA_RENDERERS[ALIGNMENT_KEY] is render_alignments
 
 
 def test_head_mean_matches_a_manual_average():

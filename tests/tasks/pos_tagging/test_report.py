@@ -1,29 +1,34 @@
-"""The POS-tagging report renderer: model choice, per-tag numbers, robustness."""
+"""The POS-tagging report renderer: model choice (the report's ranking of the group), per-tag
+numbers, robustness."""
 
 from __future__ import annotations
 
 import random
 
-from benchmarks.extras.pos_tagging import KEY, per_tag_rows, pick_models, render_pos_confusion
-from benchmarks.report import EXTRA_RENDERERS, ExtraContext
+from benchmarks.report import EXTRA_RENDERERS, ExtraContext, group_of
+from tasks.pos_tagging.report import CONFUSION_KEY, per_tag_rows, pick_models, render_pos_confusion
 
 TAGS = ["NOUN", "VERB", "DET"]
 
 
 def _rec(model, family, acc, seed=0):
-    return {"model": model, "family": family, "seed": seed, "test": {"acc": acc}}
+    return {"model": model, "family": family, "seed": seed, "status": "ok", "test": {"acc": acc}}
 
 
 def _value(matrix, oov=(3, 4)):
     return {"tags": TAGS, "matrix": matrix, "oov": list(oov)}
 
 
+def _group(items, metric="acc"):
+    return group_of([rec for rec, _ in items], metric)
+
+
 def _ctx(items, tmp_path):
-    return ExtraContext(KEY, "s", "pos_tagging", "synthetic", items, tmp_path / "plots", tmp_path)
+    return ExtraContext(CONFUSION_KEY, _group(items), items, tmp_path / "plots", tmp_path)
 
 
 def test_registered():
-    assert EXTRA_RENDERERS[KEY] is render_pos_confusion
+    assert EXTRA_RENDERERS[CONFUSION_KEY] is render_pos_confusion
 
 
 def test_picks_best_attention_and_best_baseline_by_mean_acc():
@@ -34,11 +39,22 @@ def test_picks_best_attention_and_best_baseline_by_mean_acc():
         (_rec("bilstm", "rnn", 0.84), _value(m)), (_rec("cnn", "cnn", 0.88), _value(m)),
         (_rec("mlp", "other", 0.95), _value(m)),  # the floor is never "the baseline" while rnn/cnn exist
     ]
-    attn, base, models = pick_models(items)
+    attn, base, models = pick_models(items, _group(items).ranked)
     assert (attn, base) == ("transformer_truncated", "cnn")  # 0.86 > mean(0.90, 0.80)
-    assert abs(models["transformer"]["mean_acc"] - 0.85) < 1e-12 and models["transformer"]["seeds"] == 2
-    attn, base, _ = pick_models([it for it in items if it[0]["family"] in ("attention", "other")])
+    assert abs(models["transformer"]["mean"] - 0.85) < 1e-12 and models["transformer"]["seeds"] == 2
+    floor = [it for it in items if it[0]["family"] in ("attention", "other")]
+    attn, base, _ = pick_models(floor, _group(floor).ranked)
     assert base == "mlp"
+
+
+def test_follows_the_groups_metric_and_direction_not_accuracy():
+    m = [[5, 0, 0], [0, 5, 0], [0, 0, 5]]
+    items = [(_rec("transformer", "attention", 0.90), _value(m)), (_rec("transformer_truncated", "attention", 0.80), _value(m)),
+             (_rec("bilstm", "rnn", 0.70), _value(m)), (_rec("cnn", "cnn", 0.60), _value(m))]
+    for rec, _ in items:  # an error rate: lower is better, the opposite order of acc
+        rec["test"]["err"] = 1 - rec["test"]["acc"]
+    assert pick_models(items, group_of([r for r, _ in items], "err", "min").ranked)[:2] == ("transformer", "bilstm")
+    assert pick_models(items, group_of([r for r, _ in items], "err", "max").ranked)[:2] == ("transformer_truncated", "cnn")
 
 
 def test_per_tag_numbers_against_a_reference(tmp_path):
@@ -51,7 +67,7 @@ def test_per_tag_numbers_against_a_reference(tmp_path):
                 row[i] += 30 - sum(row)
     items = [(_rec("a", "attention", 0.9, s), _value(mats["a"][s])) for s in range(2)]
     items += [(_rec("b", "rnn", 0.8, s), _value(mats["b"][s], oov=(1, 4))) for s in range(2)]
-    _, _, models = pick_models(items)
+    _, _, models = pick_models(items, _group(items).ranked)
     rows = per_tag_rows(models, ["a", "b"])
     by_tag = {r[0]: r for r in rows}
     for i, tag in enumerate(TAGS):

@@ -1,22 +1,24 @@
-"""Report renderer for the POS-tagging task: a per-tag error table (``rec["extras"]["pos_confusion"]``).
+"""Report section of the POS-tagging task: a per-tag error table (``rec["extras"]["pos_confusion"]``).
 
 Each record holds the test confusion matrix of its best checkpoint (gold rows x predicted
-columns, tag names, OOV counts). The renderer picks the best attention model and the best
-baseline (the best RNN/CNN model; the best other non-attention model when there is none) by
-mean test accuracy over seeds, sums their matrices over seeds and shows, per tag: support
-(words per test set), each model's accuracy and its most frequent confusion.
+columns, tag names, OOV counts; written by :mod:`tasks.pos_tagging.module`). The renderer takes
+the best attention model and the best baseline (the best RNN/CNN model; the best other
+non-attention model when there is none) in the report's ranking of the group, sums their
+matrices over seeds and shows, per tag: support (words per test set), each model's accuracy and
+its most frequent confusion. Imported by the report (:func:`benchmarks.report.sections.load_sections`).
 """
 
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Sequence
 
-from benchmarks.report import EXTRA_RENDERERS, ExtraContext, ExtraSection
+from benchmarks.report import EXTRA_RENDERERS, ExtraContext, ExtraSection, ModelResult
 
-__all__ = ["render_pos_confusion", "per_tag_rows", "pick_models"]
+__all__ = ["CONFUSION_KEY", "render_pos_confusion", "per_tag_rows", "pick_models"]
 
-KEY = "pos_confusion"
+#: ``rec["extras"]`` key of the test confusion matrix: ``{"tags", "matrix", "oov"}``.
+CONFUSION_KEY = "pos_confusion"
 
 
 def _valid(value: Any) -> bool:
@@ -27,34 +29,34 @@ def _valid(value: Any) -> bool:
         return False
 
 
-def pick_models(items: list[tuple[dict, Any]]) -> tuple[str | None, str | None, dict[str, dict[str, Any]]]:
-    """``(best attention model, best baseline model, per-model summary)``; the summary holds
-    ``family``, ``mean_acc`` (test acc over seeds), ``tags``, summed ``matrix``, ``seeds``, ``oov``."""
+def pick_models(items: list[tuple[dict, Any]], ranked: Sequence[ModelResult]
+                ) -> tuple[str | None, str | None, dict[str, dict[str, Any]]]:
+    """``(best attention model, best baseline model, per-model summary)`` in the order of
+    ``ranked`` (the group's models, best first). The summary holds ``family``, ``mean`` (the
+    model's mean of the group's metric), ``tags``, the ``matrix`` summed over the seeds of that
+    mean, ``seeds`` (how many) and ``oov``."""
+    by_name = {m.model: m for m in ranked}
     models: dict[str, dict[str, Any]] = {}
     for rec, value in items:
-        acc = (rec.get("test") or {}).get("acc")
-        if acc is None or not _valid(value):
+        m = by_name.get(rec.get("model"))
+        if m is None or rec.get("seed") not in m.seeds or not _valid(value):
             continue
-        m = models.setdefault(rec["model"], {"family": rec.get("family"), "accs": [], "tags": list(value["tags"]),
-                                             "matrix": None, "seeds": 0, "oov": [0, 0]})
-        if list(value["tags"]) != m["tags"]:
+        s = models.setdefault(m.model, {"family": m.family, "mean": m.mean, "tags": list(value["tags"]),
+                                        "matrix": None, "seeds": 0, "oov": [0, 0]})
+        if list(value["tags"]) != s["tags"]:
             continue
         mat = value["matrix"]
-        m["matrix"] = mat if m["matrix"] is None else [[a + b for a, b in zip(r1, r2)] for r1, r2 in zip(m["matrix"], mat)]
-        m["accs"].append(float(acc))
-        m["seeds"] += 1
+        s["matrix"] = mat if s["matrix"] is None else [[a + b for a, b in zip(r1, r2)] for r1, r2 in zip(s["matrix"], mat)]
+        s["seeds"] += 1
         oov = value.get("oov") or [0, 0]
-        m["oov"] = [m["oov"][0] + oov[0], m["oov"][1] + oov[1]]
-    for m in models.values():
-        m["mean_acc"] = sum(m["accs"]) / len(m["accs"])
+        s["oov"] = [s["oov"][0] + oov[0], s["oov"][1] + oov[1]]
+    order = [m.model for m in ranked if m.model in models]
 
-    def best(names: list[str]) -> str | None:
-        return max(names, key=lambda n: models[n]["mean_acc"]) if names else None
+    def best(families: Sequence[str] | None, exclude: str | None = None) -> str | None:
+        return next((n for n in order if (families is None or models[n]["family"] in families)
+                     and models[n]["family"] != exclude), None)
 
-    attn = best([n for n, m in models.items() if m["family"] == "attention"])
-    base = best([n for n, m in models.items() if m["family"] in ("rnn", "cnn")]) or \
-        best([n for n, m in models.items() if m["family"] != "attention"])
-    return attn, base, models
+    return best(("attention",)), best(("rnn", "cnn")) or best(None, exclude="attention"), models
 
 
 def _tag_stats(tags: list[str], matrix: list[list[int]], i: int) -> tuple[int, float | None, str]:
@@ -101,7 +103,8 @@ def per_tag_rows(models: dict[str, dict[str, Any]], names: list[str]) -> list[li
 
 
 def render_pos_confusion(ctx: ExtraContext) -> ExtraSection | None:
-    attn, base, models = pick_models(ctx.items)
+    """The per-tag table of the group's best attention model and best baseline."""
+    attn, base, models = pick_models(ctx.items, ctx.ranked)
     names = [n for n in (attn, base) if n is not None]
     if not names:
         return None
@@ -109,7 +112,7 @@ def render_pos_confusion(ctx: ExtraContext) -> ExtraSection | None:
     for n in names:
         header += [f"{n} acc %", f"{n}: most frequent confusion"]
     rows = per_tag_rows(models, names)
-    who = " and ".join(f"`{n}` ({models[n]['family']}, mean test acc {100 * models[n]['mean_acc']:.2f}% over "
+    who = " and ".join(f"`{n}` ({models[n]['family']}, mean test {ctx.metric} {100 * models[n]['mean']:.2f}% over "
                        f"{models[n]['seeds']} seed(s))" for n in names)
     intro = (f"Per-tag test accuracy of the best attention model and the best baseline: {who}. "
              "Support: words per test set; confusions summed over seeds.")
@@ -124,4 +127,4 @@ def render_pos_confusion(ctx: ExtraContext) -> ExtraSection | None:
     return ExtraSection(markdown="\n".join(md) + "\n", html="".join(h))
 
 
-EXTRA_RENDERERS[KEY] = render_pos_confusion
+EXTRA_RENDERERS[CONFUSION_KEY] = render_pos_confusion

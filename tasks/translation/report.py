@@ -1,11 +1,12 @@
-"""Report renderer for the translation task: cross-attention alignment heatmaps
+"""Report section of the translation task: cross-attention alignment heatmaps
 (``rec["extras"]["translation_alignments"]``).
 
 Each record holds, for the first few test sentences, the source pieces, the model's own
 translation (pieces) and its cross-attention weights ``H x T x S`` in integer percent (the
 Transformer's last decoder layer per head; one map for the RNN attention models and ConvS2S's
-last layer). Per model, the renderer draws one seed (the lowest): a row per sentence, the head
-average first, then each head when there are several.
+last layer; written by :mod:`tasks.translation.module`). Per model, the renderer draws one seed
+(the lowest): a row per sentence, the head average first, then each head when there are
+several. Imported by the report (:func:`benchmarks.report.sections.load_sections`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Any
 
 from benchmarks.report import EXTRA_RENDERERS, ExtraContext, ExtraSection, embed_png
 
-__all__ = ["KEY", "render_alignments", "pick_records", "head_mean"]
+__all__ = ["ALIGNMENT_KEY", "render_alignments", "pick_records", "head_mean"]
 
-KEY = "translation_alignments"
+#: ``rec["extras"]`` key of the alignments: ``{"kind", "heads", "sentences": [{"src", "hyp", "weights", ...}]}``.
+ALIGNMENT_KEY = "translation_alignments"
 _MAX_SENTENCES = 3
 
 
@@ -106,4 +108,4 @@ def render_alignments(ctx: ExtraContext) -> ExtraSection | None:
     return ExtraSection("\n".join(md), "\n".join(hs))
 
 
-EXTRA_RENDERERS[KEY] = render_alignments
+EXTRA_RENDERERS[ALIGNMENT_KEY] = render_alignments

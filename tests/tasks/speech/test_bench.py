@@ -1,5 +1,4 @@
-"""Speech report renderers (confusions, scaling benchmark) and the speech micro-benchmark's
-planning, checks and one real point."""
+"""The speech micro-benchmark (tasks.speech.bench): planning, checks and one real point."""
 
 from __future__ import annotations
 
@@ -7,48 +6,18 @@ import json
 
 import pytest
 
-from benchmarks import bench_speech
-from benchmarks.extras import speech as R
-from benchmarks.report import BENCH_RENDERERS, EXTRA_RENDERERS, BenchContext, ExtraContext
+from benchmarks import bench_speech as alias
 from benchmarks.schema import ConfigError
+from tasks.speech import bench as bench_speech
 
 
-def _rec(model: str, seed: int) -> dict:
-    return {"model": model, "seed": seed, "task": "speech", "dataset": "fsdd"}
+def test_old_module_name_is_an_alias():
+    assert alias.main is bench_speech.main and alias.point_model is bench_speech.point_model
+    assert all(p["target"] == "tasks.speech.bench:point_model" for p in bench_speech.plan_points(bench_speech.load_config(), "cpu"))
 
 
-def _conf(matrix, labels=("a", "b", "c"), form="classify"):
-    return {"form": form, "labels": list(labels), "matrix": matrix}
-
-
-def test_renderers_registered():
-    assert EXTRA_RENDERERS["speech_confusion"] is R.render_confusion
-    assert BENCH_RENDERERS["speech"] is R.render_bench
-
-
-def test_confusions_summed_over_seeds_and_recall_table(tmp_path):
-    items = [
-        (_rec("cnn", 0), _conf([[5, 0, 0], [1, 4, 0], [0, 0, 5]])),
-        (_rec("cnn", 1), _conf([[4, 1, 0], [0, 5, 0], [0, 0, 5]])),
-        (_rec("lstm", 0), _conf([[2, 3, 0], [0, 5, 0], [0, 1, 4]])),
-        (_rec("odd", 0), _conf([[1]], labels=("z",))),  # other labels: skipped
-    ]
-    labels, mats = R.sum_confusions(items)
-    assert labels == ["a", "b", "c"] and set(mats) == {"cnn", "lstm"}
-    assert mats["cnn"] == [[9, 1, 0], [1, 9, 0], [0, 0, 10]]
-    sec = R.render_confusion(ExtraContext("speech_confusion", "s", "speech", "fsdd", items, tmp_path / "plots", tmp_path))
-    assert sec is not None
-    lines = sec.markdown.splitlines()
-    header = next(line for line in lines if line.startswith("| class"))
-    assert header == "| class | cnn | lstm |"  # best first: cnn 28/30, lstm 11/15
-    assert "| a | 90.0% | 40.0% |" in lines and "| c | 100.0% | 80.0% |" in lines
-    assert "| **all** | 93.33% | 73.33% |" in lines
-    assert "a -> b (1)" in sec.markdown and "b -> a (1)" in sec.markdown
-    assert (tmp_path / "plots" / "speech_confusion_fsdd.png").stat().st_size > 0
-    assert "data:image/png;base64," in sec.html and "<table>" in sec.html
-
-
-def _points():
+def bench_points() -> list[dict]:
+    """Scaling points of three attention presets and an LSTM that ran out of memory."""
     pts = []
     for L, (tf, mf) in {2000: (100.0, 400e6), 4000: (400.0, 1600e6)}.items():
         pts.append({"kind": "speech", "method": "transformer", "family": "attention", "pattern": "full", "L": L,
@@ -64,7 +33,7 @@ def _points():
 
 
 def test_checks_compare_the_best_truncated_preset():
-    checks = bench_speech.compute_checks(_points(), 4000)
+    checks = bench_speech.compute_checks(bench_points(), 4000)
     by = {c["name"]: c for c in checks}
     sp = by["speedup best truncated (transformer_w8) vs transformer @ L=4000"]
     assert sp["value"] == 8.0 and sp["pass"] is True and sp["target"] == ">= 3"
@@ -72,13 +41,13 @@ def test_checks_compare_the_best_truncated_preset():
     assert mem["value"] == 10.0 and mem["pass"] is True
     assert by["speedup transformer_w64 vs transformer @ L=4000"]["value"] == 2.0
     # a weaker best preset fails the targets
-    pts = [p for p in _points() if p["method"] != "transformer_w8"]
+    pts = [p for p in bench_points() if p["method"] != "transformer_w8"]
     checks = bench_speech.compute_checks(pts, 4000)
     assert [c["pass"] for c in checks if c["pass"] is not None] == [False, False]
     # full attention out of memory: the truncated presets that ran pass
-    pts = [dict(p, status="oom") if p["method"] == "transformer" else p for p in _points()]
+    pts = [dict(p, status="oom") if p["method"] == "transformer" else p for p in bench_points()]
     assert all(c["pass"] for c in bench_speech.compute_checks(pts, 4000))
-    assert bench_speech.compute_checks(_points(), 1234)[0]["pass"] is None
+    assert bench_speech.compute_checks(bench_points(), 1234)[0]["pass"] is None
 
 
 def test_checks_also_against_the_materialised_reference():
@@ -88,7 +57,7 @@ def test_checks_also_against_the_materialised_reference():
               "materialised": True, "L": 4000, "status": "ok", "time_ms": 800.0, "peak_mem_bytes": 3200e6}]
     # a fused kernel as cheap as the w64 preset: the target fails against it, passes against dense
     pts = [dict(p, time_ms=p["time_ms"] / 4, peak_mem_bytes=p["peak_mem_bytes"] / 4)
-           if p["method"] == "transformer" else p for p in _points()]
+           if p["method"] == "transformer" else p for p in bench_points()]
     by = {c["name"]: c for c in bench_speech.compute_checks(pts + dense, 4000)}
     fused = by["memory best truncated (transformer_w8) vs transformer @ L=4000"]
     assert fused["value"] == 2.5 and fused["pass"] is False
@@ -97,17 +66,6 @@ def test_checks_also_against_the_materialised_reference():
     assert by[f"speedup best truncated (transformer_w8) vs {bench_speech.MATERIALISED} @ L=4000"]["value"] == 16.0
     # listed first, the materialised point is still not taken for the fused one
     assert bench_speech.compute_checks(dense + pts, 4000) == bench_speech.compute_checks(pts + dense, 4000)
-
-
-def test_bench_renderer_table_and_plot(tmp_path):
-    doc = {"points": _points(), "checks": bench_speech.compute_checks(_points(), 4000),
-           "setup": {"dtype": "float32", "batch": 1, "num_features": 40}, "environment": {"device_name": "CPU X"}}
-    sec = R.render_bench(BenchContext("speech", tmp_path, doc, tmp_path / "plots", tmp_path))
-    assert "| transformer | attention | 100 ms / 381 MiB | 400 ms / 1526 MiB |" in sec.markdown
-    assert "| lstm | rnn | OOM | OOM |" in sec.markdown
-    assert "PASS" in sec.markdown and "plots/bench_speech.png" in sec.markdown
-    assert (tmp_path / "plots" / "bench_speech.png").stat().st_size > 0
-    assert R.render_bench(BenchContext("speech", tmp_path, None, tmp_path, tmp_path)) is None
 
 
 def test_bench_config_validated(tmp_path):

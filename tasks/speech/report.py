@@ -1,13 +1,16 @@
-"""Report renderers of the speech task.
+"""Report sections of the speech task.
 
 * ``EXTRA_RENDERERS["speech_confusion"]``: the test confusion matrices of a dataset group
   (``rec["extras"]["speech_confusion"] = {"form", "labels", "matrix"}``, true x predicted
-  counts), summed over seeds per model: a table of per-class recall for every model, the most
-  confused pairs of the best model, and a heatmap per model (rows normalised).
-* ``BENCH_RENDERERS["speech"]``: the speech scaling micro-benchmark (``bench_speech.json``):
-  time and peak memory per sequence vs length for each model, the target checks, the plot.
+  counts, written by :mod:`tasks.speech.module`), summed over seeds per model: a table of
+  per-class recall for every model in the report's ranking of the group, the most confused
+  pairs of the best model, and a heatmap per model (rows normalised).
+* ``BENCH_RENDERERS["speech"]``: the speech scaling micro-benchmark (``bench_speech.json``, see
+  :mod:`tasks.speech.bench`): time and peak memory per sequence vs length for each model, the
+  target checks, the plot.
 
-Renderers read result records only (no task code, no checkpoints).
+Renderers read result records only (no checkpoints). Imported by the report
+(:func:`benchmarks.report.sections.load_sections`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,12 @@ from typing import Any
 
 from benchmarks.report import BENCH_RENDERERS, EXTRA_RENDERERS, BenchContext, ExtraContext, ExtraSection, embed_png
 
-__all__ = ["render_confusion", "render_bench", "sum_confusions"]
+__all__ = ["CONFUSION_KEY", "BENCH_NAME", "render_confusion", "render_bench", "sum_confusions"]
+
+#: ``rec["extras"]`` key of the test confusion matrix: ``{"form", "labels", "matrix"}``.
+CONFUSION_KEY = "speech_confusion"
+#: The micro-benchmark whose section this module renders (``attnbench bench speech``).
+BENCH_NAME = "speech"
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
@@ -93,12 +101,13 @@ def _plot_confusions(labels: list[str], mats: dict[str, list[list[int]]], path: 
 
 
 def render_confusion(ctx: ExtraContext) -> ExtraSection | None:
+    """Per-class recall of every model of the group (leaderboard order) and its heatmaps."""
     labels, mats = sum_confusions(ctx.items)
     if not mats:
         return None
     form = next((v.get("form") for _, v in ctx.items if isinstance(v, dict)), "classify")
     unit = "frames" if form == "tag" else "utterances"
-    models = sorted(mats, key=lambda k: -_accuracy(mats[k]))
+    models = [m.model for m in ctx.group.models if m.model in mats]  # ranked; models without a mean last
     header = ["class"] + models
     rows = []
     for i, lab in enumerate(labels):
@@ -170,7 +179,7 @@ def render_bench(ctx: BenchContext) -> ExtraSection | None:
              f"Cells: time / peak memory growth.")
     img_md = img_html = ""
     try:
-        from benchmarks.bench_speech import plot_results
+        from tasks.speech.bench import plot_results
 
         png = ctx.plots_dir / "bench_speech.png"
         plot_results(doc, png)
@@ -186,5 +195,5 @@ def render_bench(ctx: BenchContext) -> ExtraSection | None:
     return ExtraSection(md, htm)
 
 
-EXTRA_RENDERERS["speech_confusion"] = render_confusion
-BENCH_RENDERERS["speech"] = render_bench
+EXTRA_RENDERERS[CONFUSION_KEY] = render_confusion
+BENCH_RENDERERS[BENCH_NAME] = render_bench

@@ -1,12 +1,12 @@
-"""The vision report renderer: picks the best ViT by mean accuracy (lowest seed) and draws its
-rollout maps; ignores malformed values; registers under ``rollout``."""
+"""The vision report renderer: picks the best ViT of the report's ranking (lowest seed) and draws
+its rollout maps; ignores malformed values; registers under ``rollout``."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.extras import vision as ev
-from benchmarks.report import EXTRA_RENDERERS, ExtraContext
+from benchmarks.report import EXTRA_RENDERERS, ExtraContext, group_of
+from tasks.vision import report as ev
 
 
 def _value(fill: float, grid=(2, 3), channels=1, n=2) -> dict:
@@ -18,7 +18,12 @@ def _value(fill: float, grid=(2, 3), channels=1, n=2) -> dict:
 
 
 def _rec(model: str, seed: int, acc: float) -> dict:
-    return {"model": model, "seed": seed, "family": "attention", "test": {"acc": acc}}
+    return {"suite": "suite", "task": "vision", "dataset": "mnist", "model": model, "seed": seed,
+            "family": "attention", "status": "ok", "test": {"acc": acc}}
+
+
+def _ctx(items, tmp_path, plots="plots"):
+    return ExtraContext(ev.ROLLOUT_KEY, group_of([r for r, _ in items], "acc"), items, tmp_path / plots, tmp_path)
 
 
 def test_decode_image():
@@ -27,7 +32,7 @@ def test_decode_image():
 
 
 def test_registered():
-    assert EXTRA_RENDERERS["rollout"] is ev.render_rollout
+    assert EXTRA_RENDERERS[ev.ROLLOUT_KEY] is ev.render_rollout
 
 
 def test_pick_record_best_mean_then_lowest_seed():
@@ -36,17 +41,19 @@ def test_pick_record_best_mean_then_lowest_seed():
         (_rec("vit_local", 2, 0.96), _value(0.3)), (_rec("vit_local", 1, 0.95), _value(0.4)),  # mean 0.955
         (_rec("vit_big", 0, 1.0), {"grid": [2, 3], "images": []}),  # malformed: ignored
     ]
-    rec, value, mean, seeds = ev.pick_record(items)
+    ranked = group_of([r for r, _ in items], "acc").ranked
+    assert [m.model for m in ranked] == ["vit_big", "vit_local", "vit"]  # vit_big: best, but no valid rollout
+    rec, value, result = ev.pick_record(items, ranked)
     assert rec["model"] == "vit_local" and rec["seed"] == 1 and value["images"][0]["map"][0][0] == 0.4
-    assert mean == pytest.approx(0.955) and seeds == 2
-    assert ev.pick_record([(_rec("vit", 0, 0.5), {"grid": [2, 2], "images": [{"map": [[1]]}]})]) is None
+    assert result.mean == pytest.approx(0.955) and len(result.values) == 2
+    bad = [(_rec("vit", 0, 0.5), {"grid": [2, 2], "images": [{"map": [[1]]}]})]
+    assert ev.pick_record(bad, group_of([r for r, _ in bad], "acc").ranked) is None
 
 
 @pytest.mark.parametrize("channels", [1, 3])
 def test_render_writes_plot_and_sections(tmp_path, channels):
     items = [(_rec("vit", 0, 0.97), _value(1 / 6, channels=channels)), (_rec("vit", 1, 0.98), _value(1 / 6))]
-    ctx = ExtraContext("rollout", "suite", "vision", "mnist", items, tmp_path / "plots", tmp_path)
-    sec = ev.render_rollout(ctx)
+    sec = ev.render_rollout(_ctx(items, tmp_path))
     png = tmp_path / "plots" / "rollout_suite_vision_mnist.png"
     assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG"
     assert "plots/rollout_suite_vision_mnist.png" in sec.markdown
@@ -55,5 +62,4 @@ def test_render_writes_plot_and_sections(tmp_path, channels):
 
 
 def test_render_nothing_without_valid_items(tmp_path):
-    ctx = ExtraContext("rollout", "s", "vision", "mnist", [(_rec("vit", 0, 0.9), {"bad": 1})], tmp_path, tmp_path)
-    assert ev.render_rollout(ctx) is None
+    assert ev.render_rollout(_ctx([(_rec("vit", 0, 0.9), {"bad": 1})], tmp_path, plots="")) is None

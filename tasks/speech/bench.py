@@ -1,0 +1,377 @@
+"""Speech scaling micro-benchmark: ``attnbench bench speech`` (``benchmarks.bench_speech`` is its
+old name, kept as an alias).
+
+Time and peak memory of ONE training step (forward + frame-tagging cross-entropy + backward)
+of every registered speech network on one sequence of ``L`` feature frames, as ``L`` grows
+(500 .. 4000 frames = 5 .. 40 s of speech): full self-attention grows as ``L^2``, truncated
+attention (window ``w``), the LSTM and the CNN as ``L``. The networks are the task's own
+(:mod:`tasks.speech.models`, built from the registry with their default parameters plus
+``model_params``), so the numbers are those of the models in the benchmark tables.
+
+Every point runs in a fresh process (:func:`benchmarks.measure.run_isolated`) with a time limit
+and, on CPU, a memory cap; peak memory is the growth over the inputs and parameters during one
+more step after the timed ones (activations, attention buffers and gradients). Checks (the
+issue's targets, at ``check_length`` frames): the best truncated preset is at least 3x faster
+and needs at least 5x less peak memory than full attention.
+
+Full attention runs through the fused SDPA kernel (flash attention on CPU and GPU), which never
+stores the ``L x L`` matrix: its memory grows as ``L``, like truncated attention's. With
+``materialised_reference: true`` the sweep adds ``transformer[materialised]``: the same network
+with the attention probabilities materialised (``need_weights=True``, the textbook maths, as a
+framework without a fused kernel runs it), and the checks compare against both, so a reader sees
+how much of the memory saving the fused kernel already gives.
+
+Writes ``<out>/bench_speech.json`` (after every point, atomically) and ``<out>/bench_speech.png``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import benchmarks
+from benchmarks import measure
+from benchmarks.bench_common import (
+    run_main,
+    sweep_fields,
+    finish_sweep,
+    attn_core_fingerprint,
+    busy_warning,
+    mib,
+    point_record,
+    resolve_device,
+    resolve_mem_cap,
+    run_point,
+    save_figure_atomic,
+    set_threads,
+)
+from benchmarks.schema import ConfigError, Field, apply_overrides, load_yaml, validate
+
+__all__ = ["SCHEMA", "DEFAULT_CONFIG", "MATERIALISED", "RESULT_NAME", "load_config", "plan_points", "point_model",
+           "run_sweep", "compute_checks", "format_checks", "plot_results", "main"]
+
+CONFIG_DIR = Path(benchmarks.__file__).resolve().parent / "configs"
+DEFAULT_CONFIG = CONFIG_DIR / "bench_speech.yaml"
+RESULT_NAME = "bench_speech"
+DTYPES = ("float32", "bfloat16", "float16", "float64")
+#: Targets of the issue at check_length: full time / truncated time, full memory / truncated memory.
+SPEEDUP_TARGET = 3.0
+MEMORY_TARGET = 5.0
+
+SCHEMA: dict[str, Any] = {
+    **sweep_fields("speech", dtypes=DTYPES, warmup=1, repeats=5, min_repeats=2, target_point_s=5.0,
+                   point_timeout_s=300.0, unit="steps",
+                   skip_doc="after an oom/timeout skip larger L for that model"),
+    "batch": Field("int", 1, minimum=1, doc="sequences per step (time and memory are reported per sequence)"),
+    "num_features": Field("int", 40, minimum=1, doc="feature frames' width (40 log-mel bands)"),
+    "num_classes": Field("int", 11, minimum=2, doc="frame labels (10 digits + silence)"),
+    "lengths": Field("per_device[list[int]]", {"cpu": [500, 1000, 2000, 4000], "cuda": [500, 1000, 2000, 4000, 8000]},
+                     minimum=1, doc="sequence lengths in frames"),
+    "models": Field("list[str]", ["transformer", "transformer_w8", "transformer_w16", "transformer_w32",
+                                  "transformer_w64", "lstm", "cnn"], doc="registered speech models"),
+    "model_params": Field("any", {}, doc="overrides of every model's defaults (e.g. {d_model: 64})"),
+    "check_length": Field("int", 4000, minimum=1, doc="the length the targets are checked at"),
+    "materialised_reference": Field("bool", True, doc="also run 'transformer' with the L x L attention "
+                                    "probabilities materialised (need_weights=True): the unfused baseline"),
+}
+
+#: the method name of the materialised full-attention reference point
+MATERIALISED = "transformer[materialised]"
+
+
+def load_config(path: str | Path | None = None, *, overrides: list[str] | tuple[str, ...] = (),
+                device: str | None = None, dtype: str | None = None) -> dict:
+    """Read, override (``key.sub=value``), validate and complete a config; model names are
+    checked against the speech task's registry."""
+    path = Path(path) if path is not None else DEFAULT_CONFIG
+    raw = apply_overrides(load_yaml(path), list(overrides))
+    if device is not None:
+        raw["device"] = device
+    if dtype is not None:
+        raw["dtype"] = "float32" if dtype == "auto" else dtype
+    cfg = validate(raw, SCHEMA, source=str(path))
+    from tasks.common.registry import get_task
+
+    task = get_task("speech")
+    for m in cfg["models"]:
+        if m not in task.models:
+            raise ConfigError(f"{path}: models: unknown model {m!r}; valid: {', '.join(task.models.names())}")
+    if not isinstance(cfg["model_params"], dict):
+        raise ConfigError(f"{path}: model_params={cfg['model_params']!r} is invalid: expected a mapping")
+    cfg["config_path"] = str(path)
+    return cfg
+
+
+# --------------------------------------------------------------------------- planning
+def plan_points(cfg: dict, device: str) -> list[dict]:
+    """One point per (length, model), by increasing length."""
+    from tasks.common.registry import get_task
+
+    task = get_task("speech")
+    common = {"dtype": cfg["dtype"], "device": device, "seed": cfg["seed"], "warmup": cfg["warmup"],
+              "repeats": cfg["repeats"], "min_repeats": cfg["min_repeats"], "target_s": cfg["target_point_s"],
+              "threads": cfg["threads"], "batch": cfg["batch"], "num_features": cfg["num_features"],
+              "num_classes": cfg["num_classes"], "model_params": dict(cfg["model_params"])}
+    points = []
+    for L in sorted(set(cfg["lengths"][device])):
+        for m in cfg["models"]:
+            spec = task.models.get(m)
+            points.append({
+                "kind": "speech", "method": m, "family": spec.family, "pattern": spec.pattern,
+                "window": spec.params.get("window"), "L": L,
+                "target": "tasks.speech.bench:point_model", "preload": ["torch", "attn_core", "tasks.speech"],
+                "kwargs": {"model": m, "L": L, **common},
+            })
+        if cfg["materialised_reference"] and "transformer" in cfg["models"]:
+            spec = task.models.get("transformer")
+            points.append({
+                "kind": "speech", "method": MATERIALISED, "family": spec.family, "pattern": "full",
+                "materialised": True, "window": None, "L": L,
+                "target": "tasks.speech.bench:point_model", "preload": ["torch", "attn_core", "tasks.speech"],
+                "kwargs": {"model": "transformer", "L": L, "materialise": True, **common},
+            })
+    return points
+
+
+# --------------------------------------------------------------------------- a point (in a worker)
+def point_model(*, model: str, L: int, batch: int, num_features: int, num_classes: int, model_params: dict,
+                dtype: str, device: str, seed: int, warmup: int, repeats: int, min_repeats: int,
+                target_s: float | None, threads: int | None = None, materialise: bool = False) -> dict:
+    """One training step (train mode, loss = frame cross-entropy against random labels, backward)
+    of ``model`` on ``batch`` random ``(L, num_features)`` sequences. ``materialise``: run the
+    Transformer encoder with ``need_weights=True`` (dense ``(B, H, L, L)`` probabilities)."""
+    import torch
+    import torch.nn.functional as F
+
+    from tasks.common.registry import get_task
+
+    nthreads = set_threads(threads)
+    spec = get_task("speech").models.get(model)
+    info = {"form": "tag", "num_features": num_features, "num_classes": num_classes, "max_frames": L}
+    torch.manual_seed(seed)
+    net = spec.build(info, **{**spec.params, **model_params}).to(device=device, dtype=getattr(torch, dtype)).train()
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.randn(batch, L, num_features, generator=gen).to(device=device, dtype=getattr(torch, dtype))
+    y = torch.randint(0, num_classes, (batch, L), generator=gen).to(device)
+    mask = torch.ones(batch, L, dtype=torch.bool, device=device)
+
+    if materialise and not hasattr(net.encoder, "encoder"):
+        raise ValueError(f"materialise=True needs a Transformer model, not {model!r}")
+
+    def forward() -> Any:
+        if materialise:  # the textbook path: (B, H, L, L) probabilities kept for backward
+            return net.head(net.encoder(x, mask, need_weights=True)[0])
+        return net(x, mask)
+
+    def step() -> None:
+        logits = forward()  # (B, L, C)
+        F.cross_entropy(logits.flatten(0, 1).float(), y.flatten()).backward()
+        del logits
+        for p in net.parameters():
+            p.grad = None
+
+    res = measure.measure_step(step, device=device, warmup=warmup, repeats=repeats, min_repeats=min_repeats,
+                               target_s=target_s)
+    res["params"] = sum(p.numel() for p in net.parameters())
+    res["threads"] = nthreads
+    res["attn_core_sha1"] = attn_core_fingerprint()
+    res["time_ms_per_seq"] = res["time_ms"] / batch
+    res["peak_mem_bytes_per_seq"] = res["peak_mem_bytes"] / batch
+    return res
+
+
+# --------------------------------------------------------------------------- sweep
+_KEEP = ("status", "reason", "time_ms", "min_ms", "max_ms", "iqr_ms", "times_ms", "repeats", "cpu_median_ms",
+         "peak_mem_bytes", "mem_method", "time_ms_per_seq", "peak_mem_bytes_per_seq", "params", "threads",
+         "attn_core_sha1", "wall_s", "process_wall_s", "load_1m_before", "traceback", "stderr_tail")
+
+
+def _line(k: int, n: int, p: dict, r: dict) -> str:
+    head = f"[{k:>{len(str(n))}}/{n}] {p['method']:<16} L={p['L']:<6}"
+    if r["status"] == "ok":
+        return (f"{head} ok    {r['time_ms']:10.1f} ms (min {r['min_ms']:.1f}, n={r['repeats']})  "
+                f"peak +{mib(r.get('peak_mem_bytes'))}")
+    return f"{head} {r['status'].upper():<5} {r.get('reason', '')}"
+
+
+def run_sweep(cfg: dict, out_dir: str | Path, *, log: Callable[[str], None] = print) -> dict:
+    """Run every point of ``cfg``; write and return the results document."""
+    t_start = time.perf_counter()
+    device = resolve_device(cfg["device"])
+    cap = resolve_mem_cap(cfg, device)
+    timeout = cfg["point_timeout_s"][device]
+    out_dir = Path(out_dir)
+    json_path, png_path = out_dir / f"{RESULT_NAME}.json", out_dir / f"{RESULT_NAME}.png"
+    points = plan_points(cfg, device)
+    doc: dict[str, Any] = {
+        "benchmark": "speech",
+        "schema_version": 1,
+        "config": cfg,
+        "setup": {
+            "device": device, "dtype": cfg["dtype"], "batch": cfg["batch"], "num_features": cfg["num_features"],
+            "check_length": cfg["check_length"],
+            "measured": "one training step (train mode, forward + frame cross-entropy + backward) per call; "
+                        "time_ms = median over the timed repeats; peak_mem_bytes = peak growth over inputs and "
+                        "parameters during one more step (CUDA: max_memory_allocated; CPU: RSS high-water mark)",
+            "mem_cap_bytes": cap, "point_timeout_s": timeout, "isolate": cfg["isolate"],
+        },
+        "environment": {**measure.collect_environment(device), "attn_core_sha1": attn_core_fingerprint()},
+        "points": [],
+        "checks": [],
+        "status": "running",
+    }
+    log(f"attnbench bench speech: {len(points)} points on {doc['environment']['device_name']}, {cfg['dtype']}; "
+        f"per-point limit {timeout:g} s" + (f", memory cap {cap / (1 << 30):.1f} GiB" if cap else ""))
+    log(f"results -> {json_path}")
+    busy = busy_warning(doc["environment"], device)
+    if busy:
+        doc["warnings"] = [busy]
+        log(f"warning: the {busy}: CPU timings will be noisy")
+    measure.atomic_write_json(json_path, doc)
+    failed: dict[str, tuple[str, str]] = {}
+    for k, p in enumerate(points, 1):
+        rec = run_point(p, group=p["method"], where=f"L={p['L']}", failed=failed, skip_on=("oom", "timeout"),
+                        skip_after_failure=cfg["skip_larger_after_failure"], isolate=cfg["isolate"],
+                        timeout_s=timeout, mem_cap_bytes=cap)
+        record = point_record(p, rec, _KEEP)
+        doc["points"].append(record)
+        log(_line(k, len(points), p, record))
+        measure.atomic_write_json(json_path, doc)
+    finish_sweep(doc, checks=compute_checks(doc["points"], cfg["check_length"]), t_start=t_start,
+                 plot=cfg["plot"], plot_fn=plot_results,
+                 json_path=json_path, png_path=png_path, log=log)
+    log(format_checks(doc["checks"]))
+    log(f"done in {doc['wall_time_s']:.1f} s: {json_path}" + (f", {png_path}" if "plot" in doc else ""))
+    return doc
+
+
+# --------------------------------------------------------------------------- checks
+def _check(name: str, value: Any, target: str, ok: bool | None, **extra: Any) -> dict:
+    if isinstance(value, float):
+        value = round(value, 3)
+    return {"name": name, "value": value, "target": target, "pass": ok, **extra}
+
+
+def compute_checks(points: list[dict], check_length: int) -> list[dict]:
+    """At ``check_length``: full / truncated time and peak memory for every truncated preset
+    (info), then the targets for the best preset (largest ratio): speedup >= 3 and memory >= 5,
+    against fused full attention (the issue's targets) and, when the sweep has it, again against
+    the materialised reference. A failed reference point (oom/timeout) counts as a pass for the
+    truncated presets that ran."""
+    at = {r["method"]: r for r in points if r.get("L") == check_length}
+    full = next((r for r in at.values() if r.get("pattern") == "full" and not r.get("materialised")), None)
+    dense = next((r for r in at.values() if r.get("materialised")), None)
+    trunc = [r for r in at.values() if r.get("pattern") == "truncated"]
+    if full is None or not trunc:
+        return [_check(f"truncated vs full attention @ L={check_length}", None, "both measured", None,
+                       note="no full-attention or no truncated point at this length")]
+    ok_trunc = [r for r in trunc if r["status"] == "ok"]
+    checks = _versus(full, ok_trunc, check_length)
+    if dense is not None:
+        checks += _versus(dense, ok_trunc, check_length)
+    return checks
+
+
+def _versus(ref: dict, ok_trunc: list[dict], check_length: int) -> list[dict]:
+    """Per-preset ratios ``ref / truncated`` (info) and the best preset's target checks."""
+    checks = []
+    kinds = (("time_ms", SPEEDUP_TARGET, "speedup"), ("peak_mem_bytes", MEMORY_TARGET, "memory"))
+    if ref["status"] != "ok":
+        note = f"{ref['method']}: {ref['status']} ({ref.get('reason', '')})"
+        for key, target, name in kinds:
+            checks.append(_check(f"{name} best truncated vs {ref['method']} @ L={check_length}", None, f">= {target:g}",
+                                 bool(ok_trunc), note=note))
+        return checks
+    for key, target, name in kinds:
+        ratios = {r["method"]: ref[key] / r[key] for r in ok_trunc if r.get(key)}
+        for m, v in sorted(ratios.items()):
+            checks.append(_check(f"{name} {m} vs {ref['method']} @ L={check_length}", v, "info", None))
+        if ratios:
+            best = max(ratios, key=ratios.get)
+            checks.append(_check(f"{name} best truncated ({best}) vs {ref['method']} @ L={check_length}",
+                                 ratios[best], f">= {target:g}", ratios[best] >= target, model=best))
+        else:
+            checks.append(_check(f"{name} best truncated vs {ref['method']} @ L={check_length}", None, f">= {target:g}",
+                                 False, note="no truncated point ran"))
+    return checks
+
+
+def format_checks(checks: list[dict]) -> str:
+    if not checks:
+        return "checks: none"
+    w = max(len(c["name"]) for c in checks)
+    lines = ["checks:"]
+    for c in checks:
+        verdict = {True: "PASS", False: "FAIL", None: "info"}[c["pass"]]
+        v = c["value"]
+        vs = f"{v:.2f}" if isinstance(v, float) else str(v)
+        lines.append(f"  {verdict:<4}  {c['name']:<{w}}  {vs:>8}  target {c['target']}"
+                     + (f"  ({c['note']})" if c.get("note") else ""))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- plot
+_FAMILY_COLOURS = {"rnn": "tab:green", "cnn": "tab:orange", "other": "tab:gray"}
+
+
+def plot_results(doc: dict, path: str | Path) -> None:
+    """Log-log time and peak memory per sequence vs length, one line per model: full attention
+    solid red (materialised: dotted dark red), truncated presets dashed blues, the other families in their colours; an x at the
+    top marks an OOM/timeout."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [r for r in doc["points"] if r.get("kind") == "speech"]
+    methods = list(dict.fromkeys(r["method"] for r in pts))
+    trunc = [m for m in methods if any(r["method"] == m and r.get("pattern") == "truncated" for r in pts)]
+    blues = {m: plt.cm.Blues(0.45 + 0.5 * i / max(len(trunc) - 1, 1)) for i, m in enumerate(trunc)}
+    all_L = sorted({r["L"] for r in pts})
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    for ax, key, scale, ylabel in ((axes[0], "time_ms_per_seq", 1.0, "train step time per sequence (ms)"),
+                                   (axes[1], "peak_mem_bytes_per_seq", 1 / (1 << 20), "peak memory per sequence (MiB)")):
+        for j, m in enumerate(methods):
+            rs = sorted((r for r in pts if r["method"] == m), key=lambda r: r["L"])
+            fam, pat, dense = rs[0].get("family"), rs[0].get("pattern"), rs[0].get("materialised")
+            colour = ("darkred" if dense else "tab:red") if pat == "full" else blues.get(m, _FAMILY_COLOURS.get(fam, "black"))
+            ok = [(r["L"], r[key] * scale) for r in rs if r["status"] == "ok" and r.get(key)]
+            if ok:
+                style = ":" if dense else "--" if pat == "truncated" else "-"
+                ax.plot(*zip(*ok), style, marker="o", ms=4, color=colour, label=f"{m} ({fam})")
+            for r in rs:
+                if r["status"] in ("oom", "timeout", "error"):
+                    ax.plot([r["L"]], [0.97 - 0.035 * j], marker="x", ms=9, mew=2, color=colour,
+                            transform=ax.get_xaxis_transform(), clip_on=False)
+        if all_L:
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xticks(all_L)
+            ax.set_xticklabels([str(L) for L in all_L])
+            ax.minorticks_off()
+        ax.set_xlabel("sequence length (frames, 100 per second)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        if methods:
+            ax.legend(fontsize=8)
+    s = doc["setup"]
+    fig.suptitle(f"speech models, one training step: {doc['environment'].get('device_name')}, {s['dtype']}, "
+                 f"batch {s['batch']}, {s['num_features']} features", fontsize=10)
+    fig.tight_layout()
+    save_figure_atomic(fig, path, dpi=110)
+
+
+# --------------------------------------------------------------------------- entry point
+def main(*, config: str | Path | None = None, out: str | Path | None = None, device: str | None = None,
+         dtype: str | None = None, sets: list[str] | tuple[str, ...] = (),
+         log: Callable[[str], None] | None = None) -> int:
+    """``attnbench bench speech``: returns the exit code (0 when the sweep ran; failed points
+    and failed checks are results, not errors)."""
+    return run_main("speech", load_config, run_sweep, config=config, out=out, device=device, dtype=dtype,
+                    sets=sets, log=log)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
