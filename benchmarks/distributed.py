@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-__all__ = ["device_count", "cell_ranks", "launch_rank", "launch_world", "rank_threads", "strategy_kwargs",
-           "without_slurm_tasks", "SLURM_TASK_ENV"]
+__all__ = ["device_count", "cell_ranks", "launch_rank", "launch_world", "rank_threads", "unit_threads",
+           "strategy_kwargs", "without_slurm_tasks", "SLURM_TASK_ENV"]
 
 #: what makes Lightning treat a process as one task of a multi-task Slurm step; dropped for a
 #: cell whose ranks Lightning starts itself (the local pool inside a Slurm allocation)
@@ -87,6 +87,16 @@ def launch_world(env: Mapping[str, str] | None = None) -> int:
 def rank_threads(threads: int, ranks: int) -> int:
     """Torch threads per rank when a cell's ``threads`` are split between its ``ranks`` (>= 1)."""
     return max(1, int(threads) // max(int(ranks), 1))
+
+
+def unit_threads(env: Mapping[str, str], ranks: int) -> int:
+    """Torch threads for each rank of a multi-rank unit started from a process with ``env``: a
+    Slurm task is one rank with its ``SLURM_CPUS_PER_TASK``; otherwise (Lightning starts the
+    ranks) this process's cores split between them."""
+    if launch_world(env) > 1 and _int(env, "SLURM_CPUS_PER_TASK") > 0:
+        return _int(env, "SLURM_CPUS_PER_TASK")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return rank_threads(cores, ranks)
 
 
 def strategy_kwargs(accelerator: str, devices: Any) -> dict[str, Any]:

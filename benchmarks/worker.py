@@ -231,6 +231,8 @@ def run_unit(out: Path, cell_id: str, *, data_dir: Path | None = None, cache_dir
     ranks = D.cell_ranks(cell.config)
     if ranks > 1:
         resources["ranks"] = ranks
+        if "OMP_NUM_THREADS" not in child_env:  # else Lightning picks, after the record has read them
+            env = {**(env or {}), "OMP_NUM_THREADS": str(D.unit_threads(child_env, ranks))}
     env = {**(env or {}), RESOURCES_ENV: child_env.get(RESOURCES_ENV) or json.dumps(resources)}
     from benchmarks.runner import _on_disk
 

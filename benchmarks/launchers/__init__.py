@@ -69,7 +69,8 @@ class InlineLauncher:
             t0 = time.monotonic()
             cell = cells[job.cell_id]
             ranks = cell_ranks(cell.config)
-            log(f"[{k}/{len(jobs)}] {job.label} ({cell.family})" + (f" on {ranks} ranks, its own process" if ranks > 1 else ""))
+            own = f" on {ranks} ranks, its own process" if ranks > 1 else ""
+            log(f"[{k}/{len(jobs)}] {job.label} ({cell.family}){own}")
             if ranks > 1:
                 results.append(run_unit(job.out, job.cell_id, data_dir=job.data_dir, cache_dir=job.cache_dir,
                                         timeout_s=job.timeout_s, env={"ATTNBENCH_LAUNCHER": "inline"},

@@ -6,6 +6,7 @@ ranks, which never claim and never write."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import threading
@@ -40,7 +41,8 @@ cells:
 
 
 # ----------------------------------------------------------------------------- a real 2-process cell
-def _single_process_test(rec: dict[str, Any], weights: Path, cache: Path, root: Path) -> tuple[dict[str, float], Any, Any]:
+def _single_process_test(rec: dict[str, Any], weights: Path, cache: Path,
+                         root: Path) -> tuple[dict[str, float], Any, Any]:
     """The kept best ``weights`` of ``rec`` tested in this one process on the cell's own test
     set: ``(metrics, module, datamodule)``."""
     from benchmarks.scoring import eval_trainer, load_weights, score
@@ -370,6 +372,9 @@ def test_strategy_only_for_several_processes_and_threads_split() -> None:
     assert type(ddp).__name__ == "DDPStrategy" and ddp._process_group_backend == "gloo"
     assert [D.rank_threads(t, r) for t, r in ((2, 2), (1, 2), (8, 3), (4, 1))] == [1, 1, 2, 4]
     assert "SLURM_NTASKS" not in D.without_slurm_tasks({"SLURM_NTASKS": "2", "SLURM_JOB_ID": "7"})
+    # a Slurm task is one rank with its CPUs; else this process's cores are split between the ranks
+    assert D.unit_threads({"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_CPUS_PER_TASK": "3"}, 2) == 3
+    assert D.unit_threads({}, 2) == D.rank_threads(len(os.sched_getaffinity(0)), 2)
 
 
 def test_a_follower_rank_trains_without_claim_or_record(tmp_path, monkeypatch) -> None:

@@ -38,8 +38,8 @@ def _jobs(out: Path) -> list[CellJob]:
     R.write_json_atomic(out / R.MANIFEST, {"suite": "multi", "cells": [
         {"cell_id": c.cell_id, "task": c.task, "dataset": c.dataset, "model": c.model, "family": c.family,
          "pattern": c.pattern, "seed": c.seed, "label": c.label, "config": c.config} for c in cells]})
-    return [CellJob(out, c.cell_id, c.label, None, out / "cache", gpus=1.0 if c.config.get("device") == "cuda" else 0.0)
-            for c in cells]
+    return [CellJob(out, c.cell_id, c.label, None, out / "cache",
+                    gpus=1.0 if c.config.get("device") == "cuda" else 0.0) for c in cells]
 
 
 # ----------------------------------------------------------------------------- slurm
@@ -125,6 +125,7 @@ def test_a_two_rank_cell_on_a_real_slurm_is_one_job_of_two_tasks(local_slurm, tm
     (path,) = R.iter_record_files(out)
     rec = json.loads(path.read_text())
     assert rec["status"] == "ok" and rec["resources"]["launcher"] == "slurm" and rec["resources"]["ranks"] == 2
+    assert rec["resources"]["cpu_threads"] == 1  # --slurm-cpus-per-cell 1: each task (rank) its CPU
     m = rec["extras"]["pos_confusion"]["matrix"]  # over both ranks' shards: every test word once
     assert sum(m[i][i] for i in range(len(m))) / sum(map(sum, m)) == pytest.approx(rec["test"]["acc"], abs=1e-7)
     log = log_path(out, rec).read_text()
