@@ -68,6 +68,11 @@ class Image:
     rel: str  # relative to the report's folder, for Markdown
     alt: str
 
+    @classmethod
+    def of(cls, path: str | os.PathLike, out_dir: str | os.PathLike, alt: str) -> "Image":
+        """The block showing the PNG at ``path`` in a report written to ``out_dir``."""
+        return cls(Path(path), Path(os.path.relpath(path, out_dir)).as_posix(), alt)
+
 
 @dataclass
 class BulletList:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,7 +71,7 @@ class ExtraContext:
 
     def image(self, path: Path, alt: str) -> Image:
         """The block showing a plot the renderer wrote (under ``plots_dir``)."""
-        return Image(path, Path(os.path.relpath(path, self.out_dir)).as_posix(), alt)
+        return Image.of(path, self.out_dir, alt)
 
 
 @dataclass
@@ -104,6 +103,10 @@ class BenchContext:
     doc: Any
     plots_dir: Path
     out_dir: Path
+
+    def image(self, path: Path, alt: str) -> Image:
+        """The block showing a plot the renderer wrote (under ``plots_dir``)."""
+        return Image.of(path, self.out_dir, alt)
 
 
 BenchRenderer = Callable[[BenchContext], "ExtraSection | None"]

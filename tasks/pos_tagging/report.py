@@ -10,10 +10,9 @@ its most frequent confusion. Imported by the report (:func:`benchmarks.report.se
 
 from __future__ import annotations
 
-import html
 from typing import Any, Sequence
 
-from benchmarks.report import EXTRA_RENDERERS, ExtraContext, ExtraSection, ModelResult
+from benchmarks.report import EXTRA_RENDERERS, Bold, Code, ExtraContext, ExtraSection, ModelResult, Paragraph, Table
 
 __all__ = ["CONFUSION_KEY", "render_pos_confusion", "per_tag_rows", "pick_models"]
 
@@ -111,20 +110,15 @@ def render_pos_confusion(ctx: ExtraContext) -> ExtraSection | None:
     header = ["tag", "support"]
     for n in names:
         header += [f"{n} acc %", f"{n}: most frequent confusion"]
-    rows = per_tag_rows(models, names)
-    who = " and ".join(f"`{n}` ({models[n]['family']}, mean test {ctx.metric} {100 * models[n]['mean']:.2f}% over "
-                       f"{models[n]['seeds']} seed(s))" for n in names)
-    intro = (f"Per-tag test accuracy of the best attention model and the best baseline: {who}. "
-             "Support: words per test set; confusions summed over seeds.")
-    md = ["**POS tagging: per-tag errors**", "", intro, "",
-          "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    md += ["| " + " | ".join(r) + " |" for r in rows]
-    esc = html.escape
-    h = [f"<h4>POS tagging: per-tag errors</h4><p>{esc(intro).replace('`', '')}</p><table><tr>"
-         + "".join(f"<th>{esc(c)}</th>" for c in header) + "</tr>"]
-    h += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows]
-    h.append("</table>")
-    return ExtraSection(markdown="\n".join(md) + "\n", html="".join(h))
+    who: list[Any] = []
+    for n in names:
+        who += [" and "] if who else []
+        who += [Code(n), f" ({models[n]['family']}, mean test {ctx.metric} {100 * models[n]['mean']:.2f}% over "
+                         f"{models[n]['seeds']} seed(s))"]
+    intro = ["Per-tag test accuracy of the best attention model and the best baseline: ", *who,
+             ". Support: words per test set; confusions summed over seeds."]
+    return ExtraSection.from_blocks([Paragraph(Bold("POS tagging: per-tag errors")), Paragraph(intro),
+                                     Table(header, per_tag_rows(models, names))])
 
 
 EXTRA_RENDERERS[CONFUSION_KEY] = render_pos_confusion

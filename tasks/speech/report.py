@@ -15,11 +15,21 @@ Renderers read result records only (no checkpoints). Imported by the report
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import BENCH_RENDERERS, EXTRA_RENDERERS, BenchContext, ExtraContext, ExtraSection, embed_png
+from benchmarks.report import (
+    BENCH_RENDERERS,
+    EXTRA_RENDERERS,
+    BenchContext,
+    Block,
+    Bold,
+    ExtraContext,
+    ExtraSection,
+    Heading,
+    Paragraph,
+    Table,
+)
 
 __all__ = ["CONFUSION_KEY", "BENCH_NAME", "render_confusion", "render_bench", "sum_confusions"]
 
@@ -27,18 +37,6 @@ __all__ = ["CONFUSION_KEY", "BENCH_NAME", "render_confusion", "render_bench", "s
 CONFUSION_KEY = "speech_confusion"
 #: The micro-benchmark whose section this module renders (``attnbench bench speech``).
 BENCH_NAME = "speech"
-
-
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def sum_confusions(items: list[tuple[dict[str, Any], Any]]) -> tuple[list[str], dict[str, list[list[int]]]]:
@@ -116,7 +114,7 @@ def render_confusion(ctx: ExtraContext) -> ExtraSection | None:
             n = sum(mats[mo][i])
             cells.append(f"{mats[mo][i][i] / n:.1%}" if n else "-")
         rows.append([lab] + cells)
-    rows.append(["**all**"] + [f"{_accuracy(mats[mo]):.2%}" for mo in models])
+    rows.append([Bold("all")] + [f"{_accuracy(mats[mo]):.2%}" for mo in models])
     best = mats[models[0]]
     pairs = sorted(((best[i][j], labels[i], labels[j]) for i in range(len(labels)) for j in range(len(labels))
                     if i != j and best[i][j]), reverse=True)[:5]
@@ -124,19 +122,14 @@ def render_confusion(ctx: ExtraContext) -> ExtraSection | None:
     title = f"Test confusions ({ctx.task} / {ctx.dataset}, {unit}, summed over seeds)"
     intro = (f"Per-class recall on the test set ({unit}; columns ordered by overall accuracy). "
              f"Most confused (true -> predicted) for {models[0]}: {confused}.")
-    fname = f"speech_confusion_{ctx.dataset}.png".replace("/", "_")
-    png = ctx.plots_dir / fname
-    img_md = img_html = ""
+    blocks: list[Block] = [Heading(4, title), Paragraph(intro), Table(header, rows)]
+    png = ctx.plots_dir / f"speech_confusion_{ctx.dataset}.png".replace("/", "_")
     try:
         _plot_confusions(labels, mats, png, title)
-        img_md = f"\n\n![confusions](plots/{fname})"
-        img_html = f'<img alt="confusions" src="{embed_png(png)}" style="max-width:100%">'
+        blocks.append(ctx.image(png, "confusions"))
     except Exception:  # noqa: BLE001 - the table stands without the image
         pass
-    md = f"#### {title}\n\n{intro}\n\n{_md_table(header, rows)}{img_md}\n"
-    rows_html = [[c.replace("**", "") for c in r] for r in rows]
-    htm = f"<h4>{html.escape(title)}</h4><p>{html.escape(intro)}</p>{_html_table(header, rows_html)}{img_html}"
-    return ExtraSection(md, htm)
+    return ExtraSection.from_blocks(blocks)
 
 
 def _fmt_ms(x: Any) -> str:
@@ -148,6 +141,7 @@ def _fmt_mib(x: Any) -> str:
 
 
 def render_bench(ctx: BenchContext) -> ExtraSection | None:
+    """Time / memory per model and length, the target checks and the plot."""
     doc = ctx.doc
     if not isinstance(doc, dict) or not doc.get("points"):
         return None
@@ -177,22 +171,18 @@ def render_bench(ctx: BenchContext) -> ExtraSection | None:
     intro = (f"One training step (forward + frame cross-entropy + backward) of each speech model on one sequence "
              f"of L frames (100 frames = 1 s), on {env.get('device_name', '?')}, {setup.get('dtype', '?')}. "
              f"Cells: time / peak memory growth.")
-    img_md = img_html = ""
+    blocks: list[Block] = [Heading(3, title), Paragraph(intro), Table(header, rows)]
+    if crow:
+        blocks.append(Table(["verdict", "check", "value", "target", "note"], crow))
     try:
         from tasks.speech.bench import plot_results
 
         png = ctx.plots_dir / "bench_speech.png"
         plot_results(doc, png)
-        img_md = "\n\n![speech scaling](plots/bench_speech.png)"
-        img_html = f'<img alt="speech scaling" src="{embed_png(png)}" style="max-width:100%">'
+        blocks.append(ctx.image(png, "speech scaling"))
     except Exception:  # noqa: BLE001 - the tables stand without the plot
         pass
-    ch = ["verdict", "check", "value", "target", "note"]
-    md = (f"### {title}\n\n{intro}\n\n{_md_table(header, rows)}\n\n"
-          + (f"{_md_table(ch, crow)}\n" if crow else "") + f"{img_md}\n")
-    htm = (f"<h3>{html.escape(title)}</h3><p>{html.escape(intro)}</p>{_html_table(header, rows)}"
-           + (_html_table(ch, crow) if crow else "") + img_html)
-    return ExtraSection(md, htm)
+    return ExtraSection.from_blocks(blocks)
 
 
 EXTRA_RENDERERS[CONFUSION_KEY] = render_confusion

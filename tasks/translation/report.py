@@ -11,11 +11,10 @@ several. Imported by the report (:func:`benchmarks.report.sections.load_sections
 
 from __future__ import annotations
 
-import html
 import re
 from typing import Any
 
-from benchmarks.report import EXTRA_RENDERERS, ExtraContext, ExtraSection, embed_png
+from benchmarks.report import EXTRA_RENDERERS, Block, Bold, ExtraContext, ExtraSection, Heading, Paragraph
 
 __all__ = ["ALIGNMENT_KEY", "render_alignments", "pick_records", "head_mean"]
 
@@ -93,8 +92,7 @@ def render_alignments(ctx: ExtraContext) -> ExtraSection | None:
     intro = ("Cross-attention of each model's own test translation (first test sentences; one seed): "
              "source subwords across, output subwords down, darker = more weight. Transformer: last "
              "decoder layer, mean of heads then each head; ConvS2S: last decoder layer.")
-    md = [f"#### Alignments ({ctx.dataset})", "", intro, ""]
-    hs = [f"<h4>Alignments ({html.escape(ctx.dataset)})</h4>", f"<p>{html.escape(intro)}</p>"]
+    blocks: list[Block] = [Heading(4, f"Alignments ({ctx.dataset})"), Paragraph(intro)]
     for model, (rec, value) in picked.items():
         name = f"{_safe(ctx.suite)}_{_safe(ctx.task)}_{_safe(ctx.dataset)}_{_safe(model)}_alignments.png"
         path = ctx.plots_dir / name
@@ -102,10 +100,8 @@ def render_alignments(ctx: ExtraContext) -> ExtraSection | None:
         _plot(value, title, path)
         first = value["sentences"][0]
         caption = f"{title}: \"{first.get('hyp_text', '')}\" (reference: \"{first.get('ref', '')}\")"
-        md += [f"**{model}**: {caption}", "", f"![{model} alignments](plots/{name})", ""]
-        hs += [f"<p><b>{html.escape(model)}</b>: {html.escape(caption)}</p>",
-               f'<img alt="{html.escape(model)} alignments" src="{embed_png(path)}">']
-    return ExtraSection("\n".join(md), "\n".join(hs))
+        blocks += [Paragraph([Bold(model), f": {caption}"]), ctx.image(path, f"{model} alignments")]
+    return ExtraSection.from_blocks(blocks)
 
 
 EXTRA_RENDERERS[ALIGNMENT_KEY] = render_alignments

@@ -10,11 +10,10 @@ map laid over it (one cell per patch). Imported by the report
 
 from __future__ import annotations
 
-import html
 import re
 from typing import Any, Sequence
 
-from benchmarks.report import EXTRA_RENDERERS, ExtraContext, ExtraSection, ModelResult, embed_png
+from benchmarks.report import EXTRA_RENDERERS, Bold, ExtraContext, ExtraSection, ModelResult, Paragraph
 
 __all__ = ["ROLLOUT_KEY", "pick_record", "render_rollout", "plot_rollout", "decode_image"]
 
@@ -104,18 +103,14 @@ def render_rollout(ctx: ExtraContext) -> ExtraSection | None:
     path = ctx.plots_dir / f"{slug}.png"
     model, seed = rec.get("model"), rec.get("seed")
     plot_rollout(value, path, f"{ctx.task}/{ctx.dataset}: attention rollout of {model} (seed {seed})")
-    text = (f"Attention rollout (Abnar & Zuidema 2020) of **{model}**, the ViT with the best mean test accuracy "
-            f"({100 * mean:.2f}% over {seeds} seed{'s' if seeds != 1 else ''}); seed {seed}, "
-            f"{len(value['images'])} fixed test images (the first of each class, in class order). "
-            f"Head-averaged attention plus "
-            f"the identity, rows renormalised, multiplied through the layers; each map is the share of the "
-            f"pooled output that flows from each of the {gh}x{gw} patches ({value.get('patch_size', '?')} px) "
-            f"and sums to 1. ✗ marks a wrong prediction.")
-    md = f"**Attention rollout**\n\n{text}\n\n![attention rollout](plots/{path.name})\n"
-    html_text = html.escape(text).replace(f"**{html.escape(str(model))}**", f"<b>{html.escape(str(model))}</b>")
-    body = (f"<h4>Attention rollout</h4><p>{html_text}</p>"
-            f"<img alt=\"attention rollout\" src=\"{embed_png(path)}\" style=\"max-width:100%\">")
-    return ExtraSection(md, body)
+    text = ["Attention rollout (Abnar & Zuidema 2020) of ", Bold(str(model)),
+            f", the ViT with the best mean test accuracy ({100 * mean:.2f}% over {seeds} "
+            f"seed{'s' if seeds != 1 else ''}); seed {seed}, {len(value['images'])} fixed test images (the first of "
+            f"each class, in class order). Head-averaged attention plus the identity, rows renormalised, multiplied "
+            f"through the layers; each map is the share of the pooled output that flows from each of the {gh}x{gw} "
+            f"patches ({value.get('patch_size', '?')} px) and sums to 1. ✗ marks a wrong prediction."]
+    return ExtraSection.from_blocks([Paragraph(Bold("Attention rollout")), Paragraph(text),
+                                     ctx.image(path, "attention rollout")])
 
 
 EXTRA_RENDERERS[ROLLOUT_KEY] = render_rollout

@@ -140,6 +140,8 @@ def built(tmp_path_factory):
 
     def render_confusion(ctx: report.ExtraContext):
         confusion_calls.append((ctx.task, ctx.dataset, len(ctx.items)))
+        ranked = [(m.model, round(m.mean, 4)) for m in ctx.ranked]
+        confusion_calls.append((ctx.metric, ctx.mode, ranked))
         return report.ExtraSection(f"CONFUSION-MD {ctx.task} {len(ctx.items)}", f"<p>CONFUSION-HTML {ctx.task}</p>")
 
     report.EXTRA_RENDERERS["confusion"] = render_confusion
@@ -247,7 +249,11 @@ def test_bench_section_and_extras(built):
     assert "Attention scaling benchmark" in md and "![" in md and "plots/bench_attention.png" in md
     assert "time ours_full / sdpa @ L=1024" in md and "| PASS |" in md and "1.031" in md
     assert "CONFUSION-MD toy 7" in md and "CONFUSION-HTML toy" in built["html"]
-    assert sorted(built["confusion_calls"]) == [("tagging", "synth2", 6), ("toy", "synth", 7)]
+    calls = built["confusion_calls"]
+    assert sorted(c for c in calls if len(c) == 3 and isinstance(c[2], int)) == [("tagging", "synth2", 6), ("toy", "synth", 7)]
+    # the renderer gets the group as the leaderboard ranks it, with its metric and direction
+    assert ("acc", "max", [("transformer", 0.92), ("tcn", 0.72), ("lstm", 0.61)]) in calls
+    assert ("per", "min", [("gru", 0.21), ("transformer", 0.3133)]) in calls
     assert "unknown_artefact" in md  # listed as not rendered
 
 
@@ -380,3 +386,29 @@ def test_find_bench_complexity_and_unreadable_json(tmp_path):
     written = report.write_report(tmp_path / "s", tmp_path / "out", bench_dirs=[tmp_path / "b"])
     md = written["REPORT.md"].read_text(encoding="utf-8")
     assert "Why self-attention: Table 1 measured" in md and "bench_complexity.json: not readable as JSON" in md
+
+
+def test_document_blocks_render_to_markdown_and_html(tmp_path):
+    """The public document model a domain section builds with: spans, escaping, images."""
+    png = tmp_path / "plots" / "p.png"
+    png.parent.mkdir()
+    png.write_bytes(_tiny_png())
+    blocks = [report.Heading(4, "Title <x>"), report.Paragraph(["see ", report.Code("a|b"), " and ", report.Bold("c")]),
+              report.Table(["h|1", "h2"], [["x|y", report.Bold("all")]]), report.Image.of(png, tmp_path, "a plot")]
+    md = report.render_markdown(blocks)
+    assert md == ("#### Title <x>\n\nsee `a|b` and **c**\n\n| h\\|1 | h2 |\n|---|---|\n| x\\|y | **all** |\n\n"
+                  "![a plot](plots/p.png)\n")
+    html = report.render_html_fragment(blocks)
+    assert "<h4>Title &lt;x&gt;</h4>" in html and "<p>see <code>a|b</code> and <b>c</b></p>" in html
+    assert "<td>x|y</td><td><b>all</b></td>" in html and 'alt="a plot"' in html and "base64," in html
+    sec = report.ExtraSection.from_blocks(blocks)
+    assert (sec.markdown, sec.html) == (md, html)
+
+
+def test_group_of_ranks_records_like_the_report():
+    recs = [_record("toy", "synth", model, seed, "acc", "max", v) for model, vals in ACC.items() for seed, v in vals.items()]
+    g = report.group_of(recs, "acc")
+    assert [m.model for m in g.ranked] == ["transformer", "tcn", "lstm"]
+    assert (g.task, g.dataset, g.metric, g.mode) == ("toy", "synth", "acc", "max")
+    assert [m.model for m in report.group_of(recs, "acc", "min").ranked] == ["lstm", "tcn", "transformer"]
+    assert g.comparisons[0].verdict == stats.BETTER
