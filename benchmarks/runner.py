@@ -100,6 +100,9 @@ def _trainer_kwargs(cell: Cell, opts: RunOptions, ckpt_dir: Path, time_cap_s: fl
         use_distributed_sampler=False,
         default_root_dir=str(ckpt_dir),
     )
+    from benchmarks import distributed as D
+
+    kw.update(D.strategy_kwargs(kw["accelerator"], kw["devices"]))  # DDP for a multi-device cell; {} for one device
     if time_cap_s:  # max_time_s in seconds on this machine (F.cell_budget)
         kw["max_time"] = dt.timedelta(seconds=time_cap_s)
     return kw
@@ -306,7 +309,7 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
             if cell.config.get("test_sets"):  # the module holds the best weights since trainer.test
                 rec["test_sets"] = S.score_test_sets(trainer, module, task, cell.config, cell.seed, dm.info,
                                                      opts.data_dir, opts.cache_dir, opts.log)
-            if opts.keep_checkpoints or _suite_option(opts.out, "keep_checkpoints"):
+            if trainer.is_global_zero and (opts.keep_checkpoints or _suite_option(opts.out, "keep_checkpoints")):
                 rec["checkpoint"] = S.save_weights(S.weights_path(R.record_path(opts.out, rec)), module, {
                     "cell_id": cell.cell_id, "task": cell.task, "dataset": cell.dataset, "model": cell.model,
                     "best_epoch": monitor.best_epoch})
