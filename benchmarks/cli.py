@@ -62,7 +62,7 @@ MICRO_BENCHMARKS: dict[str, MicroBenchmark] = {
     ),
     "speech": MicroBenchmark(
         name="speech",
-        module="benchmarks.bench_speech",
+        module="tasks.speech.bench",
         summary="speech models: train-step time and peak memory per sequence vs length (500-4000 frames), "
                 "full vs truncated attention vs LSTM vs CNN",
         default_config="bench_speech.yaml",

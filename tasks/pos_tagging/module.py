@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tasks.common.module import StepOutput, TaskModule, sum_over_ranks
+from tasks.pos_tagging.report import CONFUSION_KEY
 
 __all__ = ["PosTaggerModule", "MODULE_DEFAULTS", "make_module", "count_stats"]
 
@@ -114,7 +115,7 @@ class PosTaggerModule(TaskModule):
         total]}}`` of the last test run (the best checkpoint when the runner calls it), over
         every rank (summed when the test epoch ended)."""
         c = dict(zip(_STATS, self.stats["test"].tolist()))
-        return {"pos_confusion": {"tags": self.tag_names, "matrix": self.confusion.tolist(),
+        return {CONFUSION_KEY: {"tags": self.tag_names, "matrix": self.confusion.tolist(),
                                   "oov": [c["oov_correct"], c["oov_total"]]}}
 
 

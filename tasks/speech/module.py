@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tasks.common.module import StepOutput, TaskModule, sum_over_ranks
+from tasks.speech.report import CONFUSION_KEY
 
 __all__ = ["SpeechModule", "MODULE_DEFAULTS", "make_module", "segments", "edit_distance", "spec_augment"]
 
@@ -182,7 +183,7 @@ class SpeechModule(TaskModule):
         test set)}}``: per-word errors (and, for tagging, word/silence confusions)."""
         if self.test_confusion is None:
             return {}
-        return {"speech_confusion": {"form": self.form, "labels": self.labels,
+        return {CONFUSION_KEY: {"form": self.form, "labels": self.labels,
                                      "matrix": self.test_confusion.tolist()}}
 
 

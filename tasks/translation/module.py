@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tasks.common.module import StepOutput, TaskModule, gather_over_ranks
+from tasks.translation.report import ALIGNMENT_KEY
 from tasks.translation.data import BOS, EOS, PAD
 from tasks.translation.search import beam_search, greedy_search
 
@@ -195,7 +196,7 @@ class TranslationModule(TaskModule):
         items = [ds[i] for i in range(min(n, len(ds)))]
         batch = datamodule.collate(items)
         extra = alignment_extras(self, batch)
-        return {"translation_alignments": extra} if extra else {}
+        return {ALIGNMENT_KEY: extra} if extra else {}
 
 
 def _new_buffer() -> dict[str, Any]:

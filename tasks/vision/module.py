@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tasks.common.module import StepOutput, TaskModule
+from tasks.vision.report import ROLLOUT_KEY
 
 __all__ = ["ImageClassifier", "MODULE_DEFAULTS", "make_module", "ROLLOUT_IMAGES", "rollout_extras"]
 
@@ -42,7 +43,7 @@ class ImageClassifier(TaskModule):
         """``{"rollout": ...}`` for networks with ``attention_rollout`` (the ViTs), else ``{}``."""
         if not hasattr(self.net, "attention_rollout"):
             return {}
-        return {"rollout": rollout_extras(self.net, datamodule)}
+        return {ROLLOUT_KEY: rollout_extras(self.net, datamodule)}
 
 
 def _pick_indices(labels: torch.Tensor, k: int) -> list[int]:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import attn_core
-from benchmarks.extras.vision import decode_image
+from tasks.vision.report import decode_image
 from tasks.common.registry import FAMILIES, UnknownNameError, get_task
 from tasks.vision.data import RING_VALUE, SyntheticArrangement, TorchvisionImages, make_arrangement
 from tasks.vision.models import SmallResNet, ViT, grid_edges_batched, patchify, resolve_patch_size, rollout, unpatchify
