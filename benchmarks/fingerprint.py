@@ -28,7 +28,11 @@ import time
 from typing import Any, Callable, Iterator, Mapping
 
 #: the rates of a fingerprint, higher = faster
-RATES = ("matmul_gflops", "conv_gflops", "lstm_steps_per_s")
+RATES = ("matmul_gflops", "conv_gflops", "lstm_steps_per_s", "train_steps_per_s")
+#: rates every fingerprint has had; ``train_steps_per_s`` (a Transformer block's forward, backward
+#: and AdamW step: the element-wise, memory-bound and autograd work that the kernel rates miss)
+#: came later, so a fingerprint stored without it is scaled over these three
+CORE_RATES = RATES[:3]
 FINGERPRINT_ENV = "ATTNBENCH_FINGERPRINT_S"
 DEFAULT_SECONDS = 2.0
 REPEATS = 10
@@ -41,6 +45,8 @@ REFERENCES: dict[str, dict[str, Any]] = {
         "device": "cpu", "dtype": "float32", "threads": 2,
         "cpu_model": "AMD EPYC (2 cores, AVX2, no AVX-512)", "torch": "2.14.1",
         "matmul_gflops": 183.6, "conv_gflops": 163.2, "lstm_steps_per_s": 23820.0, "measured": "2026-11-24",
+        # measured the same way later the same day (best of 5, quiet cores)
+        "train_steps_per_s": 95.4,
     },
 }
 
@@ -76,15 +82,22 @@ def reference_seconds(value: Any) -> float | None:
 
 
 def scale_factor(fingerprint: Mapping[str, Any], reference: Mapping[str, Any]) -> float:
-    """How many seconds here are worth one second on ``reference``: the geometric mean of
-    reference rate / this rate over :data:`RATES` (> 1 on a slower machine)."""
-    ratios = []
-    for key in RATES:
+    """How many seconds here are worth one second on ``reference`` (> 1 on a slower machine):
+    the geometric mean of two halves, the kernels (geometric mean of reference rate / this rate
+    over :data:`CORE_RATES`) and a whole training step (``train_steps_per_s``), since a training
+    step is its big kernels plus everything around them. A fingerprint or reference without the
+    training-step rate (stored before it existed) is scaled by its kernels alone."""
+    def ratio(key: str) -> float:
         here, ref = fingerprint.get(key), reference.get(key)
         if not (isinstance(here, (int, float)) and here > 0 and isinstance(ref, (int, float)) and ref > 0):
-            raise ValueError(f"fingerprint {key}={here!r} (reference {ref!r}): expected positive rates for {', '.join(RATES)}")
-        ratios.append(math.log(ref / here))
-    return math.exp(sum(ratios) / len(ratios))
+            raise ValueError(f"fingerprint {key}={here!r} (reference {ref!r}): expected positive rates for "
+                             f"{', '.join(RATES)}")
+        return math.log(ref / here)
+
+    kernels = sum(ratio(k) for k in CORE_RATES) / len(CORE_RATES)
+    if "train_steps_per_s" not in fingerprint or "train_steps_per_s" not in reference:
+        return math.exp(kernels)
+    return math.exp((kernels + ratio("train_steps_per_s")) / 2)
 
 
 def resolve_budget(value: Any, fingerprint: Mapping[str, Any] | None) -> tuple[float | None, dict[str, Any] | None]:
@@ -98,7 +111,9 @@ def resolve_budget(value: Any, fingerprint: Mapping[str, Any] | None) -> tuple[f
     scale = scale_factor(fingerprint, ref)
     seconds = float(value["seconds"]) * scale
     return seconds, {"reference": value["reference"], "reference_s": float(value["seconds"]), "scale": round(scale, 4),
-                     "rule": "geometric mean of reference/this over " + ", ".join(RATES)}
+                     "rule": ("geometric mean of reference/this over " + ", ".join(CORE_RATES) +
+                              (", then with train_steps_per_s at equal weight"
+                               if "train_steps_per_s" in fingerprint and "train_steps_per_s" in ref else ""))}
 
 
 def expected_seconds(value: Any, fingerprint: Mapping[str, Any] | None) -> float:
@@ -201,6 +216,30 @@ def _seconds_per_call(fn: Callable[[], Any], sync: Callable[[], None], budget_s:
     return min(times)
 
 
+def _train_steps_per_s(dev: Any, dt: Any, gpu: bool, g: Any, sync: Callable[[], None], budget_s: float) -> float | None:
+    """Training steps per second of one pre-LN Transformer encoder block (forward, backward,
+    AdamW): what a training step spends beyond the big kernels (norms, softmax, activations,
+    autograd, the optimiser), which scales differently with threads and memory bandwidth."""
+    import torch
+
+    d, length, batch = (512, 128, 32) if gpu else (128, 64, 16)
+    try:
+        with torch.enable_grad():
+            block = torch.nn.TransformerEncoderLayer(d, 4, 2 * d, dropout=0.0, batch_first=True, norm_first=True)
+            block = block.to(dev, dt)
+            opt = torch.optim.AdamW(block.parameters(), lr=1e-4)
+            x = torch.randn(batch, length, d, device=dev, dtype=dt, generator=g)
+
+            def step() -> None:
+                opt.zero_grad(set_to_none=True)
+                block(x).square().mean().backward()
+                opt.step()
+
+            return 1.0 / _seconds_per_call(step, sync, budget_s)
+    except RuntimeError:  # a kernel missing for this dtype/device
+        return None
+
+
 def measure(device: str = "cpu", dtype: str = "float32", threads: int | None = None,
             seconds: float = DEFAULT_SECONDS) -> dict[str, Any]:
     """The fingerprint of this machine: :data:`RATES` measured for about ``seconds`` in all."""
@@ -230,6 +269,7 @@ def measure(device: str = "cpu", dtype: str = "float32", threads: int | None = N
             out["lstm_steps_per_s"] = ll / _seconds_per_call(lambda: lstm(xs), sync, each)
         except RuntimeError:  # an LSTM kernel missing for this dtype/device
             out["lstm_steps_per_s"] = None
+        out["train_steps_per_s"] = _train_steps_per_s(dev, dt, gpu, g, sync, each)
     for key in RATES:
         if out[key] is not None:
             out[key] = float(f"{out[key]:.4g}")
@@ -253,8 +293,9 @@ def format_fingerprint(fp: Mapping[str, Any] | None) -> str:
     def num(v: Any) -> str:
         return "–" if v is None else f"{v:,.1f}" if v < 1000 else f"{v:,.0f}"
 
+    train = f", train {num(fp['train_steps_per_s'])} steps/s" if "train_steps_per_s" in fp else ""
     return (f"matmul {num(fp.get('matmul_gflops'))} GFLOP/s, conv {num(fp.get('conv_gflops'))} GFLOP/s, "
-            f"LSTM {num(fp.get('lstm_steps_per_s'))} steps/s ({fp.get('device')} {fp.get('dtype')}, "
+            f"LSTM {num(fp.get('lstm_steps_per_s'))} steps/s{train} ({fp.get('device')} {fp.get('dtype')}, "
             f"{fp.get('threads')} thread{'s' if fp.get('threads') != 1 else ''})")
 
 

@@ -220,7 +220,7 @@ class LocalLauncher:
         running: dict[Any, tuple[CellJob, float, list[str], dict, Any, int]] = {}
         peaks: dict[str, int] = {}
         results: list[UnitResult] = []
-        total, started, t_start, last_progress = len(jobs), 0, time.monotonic(), 0.0
+        total, started = len(jobs), 0
         log(f"local pool: {self.jobs} worker(s), {self.threads} torch thread(s) each"
             + (f", GPUs {','.join(self.gpus)} x {self.per_gpu} cell(s) each" if self.gpus else ""))
         try:
@@ -273,14 +273,7 @@ class LocalLauncher:
                     if res.status == "ok":
                         rec = _on_disk(record_target(job.out, cells[job.cell_id]))
                     log_result(log, job.label, res, rec)
-                now = time.monotonic()
-                if results and now - last_progress >= 10 and (pending or running):
-                    last_progress = now
-                    done = len(results)
-                    eta = (now - t_start) / done * (total - done) / 60
-                    failed = sum(r.status == "failed" for r in results)
-                    log(f"  progress: {done}/{total} done ({failed} failed), {len(running)} running, "
-                        f"{len(pending)} pending, ETA {eta:.1f} min")
+                # progress over all workers (and other drivers): the driver's SuiteProgress
         finally:
             _stop_all(list(running))
         return results

@@ -45,7 +45,11 @@ def test_scale_is_the_geometric_mean_of_reference_over_this_machine():
     ref = F.REFERENCES[REF]
     mixed = {"matmul_gflops": ref["matmul_gflops"] * 2, "conv_gflops": ref["conv_gflops"] / 2,
              "lstm_steps_per_s": ref["lstm_steps_per_s"] / 8}
-    assert F.scale_factor(mixed, ref) == pytest.approx((0.5 * 2 * 8) ** (1 / 3))
+    assert F.scale_factor(mixed, ref) == pytest.approx((0.5 * 2 * 8) ** (1 / 3))  # stored without the step rate
+    # kernels and a whole training step weigh half each: kernels 2x slower, steps 8x slower -> 4x
+    half = {**_fp(0.5), "train_steps_per_s": ref["train_steps_per_s"] / 8}
+    assert F.scale_factor(half, ref) == pytest.approx((2 * 8) ** 0.5)
+    assert "train_steps_per_s at equal weight" in F.resolve_budget({"seconds": 1, "reference": REF}, half)[1]["rule"]
     seconds, detail = F.resolve_budget({"seconds": 420, "reference": REF}, _fp(0.5))
     assert seconds == pytest.approx(840) and detail["scale"] == pytest.approx(2.0) and detail["reference_s"] == 420
     assert F.resolve_budget(420.0, _fp(0.5)) == (420.0, None)  # a raw cap is never scaled
