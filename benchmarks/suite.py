@@ -132,6 +132,8 @@ SUITE_SCHEMA = {
     "cells": Section(CELL_FIELDS, many=True),
     "micro_benchmarks": Field("list[str]", [], doc="micro-benchmarks (attnbench bench NAME) run after the cells, "
                               "with their default configs; output in <out>/bench/NAME"),
+    "plugins": Field("list[str]", [], doc="plug-in modules to import first (like --plugin), in the driver and "
+                     "every worker, so the cells may use what they register; not part of the cell ids"),
     "keep_checkpoints": Field("bool", False, doc="keep each cell's best weights beside its record (<record>.pt, "
                               "weights only), for attnbench eval; not part of the cell ids"),
 }
@@ -308,6 +310,10 @@ def validate_suite(raw: Any, source: str = "config") -> dict[str, Any]:
     problems = Problems(source)
     cfg = validate(raw, SUITE_SCHEMA, source=source, problems=problems)
     _seconds_as_float(cfg)
+    from benchmarks.plugins import plugins_problem
+
+    if cfg.get("plugins") and (err := plugins_problem(cfg["plugins"])):  # before the cells: they may use them
+        problems.add(f"{source}: plugins: {err}")
     if "cells" in cfg and not cfg["cells"]:
         problems.add(f"{source}: 'cells' is empty: a suite needs at least one cell")
     for key, check in (("seeds", _seeds), ("train_fraction", _fractions)):
@@ -370,7 +376,7 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
     except UnknownNameError as err:
         problems.add(f"{source}: {where}.dataset: {err}")
     names = entry.get("models", "all")
-    names = task.models.names() if names == "all" else [names] if isinstance(names, str) else names
+    names = [n for n, s in task.models.items() if s.in_all] if names == "all" else [names] if isinstance(names, str) else names
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         problems.add(f"{source}: {where}.models={entry['models']!r} is invalid: expected 'all' or a non-empty list of names")
         names = []
@@ -395,6 +401,10 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
     for key, defaults, given, what, bounds in checks:
         with problems.collect():
             resolved[key] = _merge_params(defaults, given, f"{where}.{key}", source, what, bounds)
+    for n, spec in specs.items():  # the model's own check of its parameters together (its pattern, ...)
+        err = spec.problem(resolved[f"model_params.{n}"]) if f"model_params.{n}" in resolved else None
+        if err:
+            problems.add(f"{source}: {where}.model_params.{n}: {err}")
     trainer = dict(cfg.get("trainer") or {})
     own_trainer = entry.get("trainer") or {}
     trainer.update(own_trainer)  # only the keys the cell gives; null = off (e.g. max_time_s)
@@ -434,7 +444,7 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
                     "dataset": ds.name,
                     "dataset_params": resolved["dataset_params"],
                     "model": name,
-                    "model_params": resolved[f"model_params.{name}"],
+                        "model_params": spec.without_defaults(resolved[f"model_params.{name}"]),  # ids stay valid
                     "module_params": resolved["module_params"],
                     "trainer": trainer,
                     "seed": seed,
@@ -445,7 +455,8 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
                     config["test_sets"] = test_sets
                 if device != "cpu":  # a GPU cell is never the CPU record of the same config
                     config["device"] = device
-                cells.append(Cell(cell_id(config), task.name, ds.name, name, spec.family, spec.pattern, seed, config))
+                cells.append(Cell(cell_id(config), task.name, ds.name, name, spec.family,
+                                  spec.pattern_for(resolved[f"model_params.{name}"]), seed, config))
     return cells
 
 

@@ -20,7 +20,6 @@ the other ranks run the same command (started by Lightning, or as Slurm tasks) a
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import signal
@@ -35,6 +34,7 @@ from typing import Any
 from benchmarks import claims as C
 from benchmarks import distributed as D
 from benchmarks import records as R
+from benchmarks.plugins import PLUGINS_ENV
 from benchmarks.suite import Cell
 
 __all__ = ["EXIT", "UnitResult", "execute_cell", "cells_from_manifest", "record_target", "log_path",
@@ -43,7 +43,6 @@ __all__ = ["EXIT", "UnitResult", "execute_cell", "cells_from_manifest", "record_
 
 EXIT = {"ok": 0, "failed": 1, "elsewhere": 3, "finished": 4}
 RESOURCES_ENV = "ATTNBENCH_RESOURCES"  # JSON: what the launcher gave this cell (stored in its record)
-PLUGINS_ENV = "ATTNBENCH_PLUGINS"  # comma-separated modules imported before a cell runs
 LOG_TAIL_LINES = 20
 
 
@@ -56,19 +55,12 @@ class UnitResult:
 
 
 def load_plugins(extra: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """Import the plug-in modules named in ``$ATTNBENCH_PLUGINS`` and ``extra``; a module with a
-    ``register()`` function gets it called (registrations are idempotent)."""
-    names = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()] + list(extra)
-    for name in names:
-        try:
-            mod = importlib.import_module(name)
-        except Exception as err:  # noqa: BLE001 - a broken plug-in is one clear line
-            raise RuntimeError(f"plug-in {name!r} could not be imported: {type(err).__name__}: {err}") from None
-        if callable(getattr(mod, "register", None)):
-            mod.register()
-    if names:  # worker processes (local pool, attnbench cell, Slurm, Ray) import the same ones
-        os.environ[PLUGINS_ENV] = ",".join(dict.fromkeys(names))
-    return names
+    """:func:`benchmarks.plugins.load_plugins`: the installed ``attnbench.plugins`` entry points,
+    the modules named in ``$ATTNBENCH_PLUGINS`` and ``extra``, each once per process; a broken
+    one raises :class:`benchmarks.plugins.PluginError` (a ``RuntimeError``), one line naming it."""
+    from benchmarks.plugins import load_plugins as load
+
+    return load(extra)
 
 
 def record_target(out: Path, cell: Cell | dict[str, Any]) -> Path:

@@ -50,19 +50,25 @@ class Bounds:
 _UNIT = Bounds(minimum=0, maximum=1)
 
 
-@functools.lru_cache(maxsize=1)
 def _named_bounds() -> dict[str, Bounds]:
     """Parameters whose name means the same thing in every domain. Imported lazily: the
-    choices live beside the code that accepts them (attn_core, the shared task module)."""
+    choices live beside the code that accepts them (attn_core, the shared task module).
+    ``pattern``'s choices are read from the registry at every call, so a pattern a plug-in
+    registers later is accepted."""
     import attn_core
+
+    return {**_static_named_bounds(), "pattern": Bounds(choices=tuple(attn_core.PATTERNS))}
+
+
+@functools.lru_cache(maxsize=1)
+def _static_named_bounds() -> dict[str, Bounds]:
+    """The part of :func:`_named_bounds` that never changes after import (cached)."""
     from attn_core.graph import GRAPH_SCORES
     from tasks.common.module import OPTIMIZERS, SCHEDULERS
 
-    patterns = getattr(attn_core, "PATTERNS", None)
     return {
         "optimizer": Bounds(choices=tuple(OPTIMIZERS)),
         "scheduler": Bounds(choices=tuple(SCHEDULERS)),
-        "pattern": Bounds(choices=tuple(patterns) if patterns else None),
         "score": Bounds(choices=tuple(GRAPH_SCORES)),
         "lr": Bounds(minimum=0, min_open=True),
         "weight_decay": Bounds(minimum=0),
@@ -166,10 +172,56 @@ class ModelSpec:
     description: str = ""
     #: explicit limits of some ``params`` (others follow :func:`param_bounds`' rule)
     bounds: Mapping[str, Bounds] = field(default_factory=dict)
+    #: checks the resolved ``params`` together (e.g. that the pattern supports what the model
+    #: needs), raising a one-line ``ValueError``; the suite config runs it before any cell
+    check: Callable[[dict[str, Any]], None] | None = None
+    #: parameters added after records were first written: left out of a cell's resolved config
+    #: (and so of its id) while they keep their registered default (an empty mapping counts as
+    #: a ``None`` default), so existing cell ids stay valid
+    omit_when_default: tuple[str, ...] = ()
+    #: the ``params`` key naming the attention pattern (vision's ViT: ``"attention"``)
+    pattern_param: str = "pattern"
+    #: whether ``models: all`` includes it (the attention-variant presets are named explicitly)
+    in_all: bool = True
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"model {self.name!r}: family={self.family!r}; valid: {', '.join(FAMILIES)}")
+        unknown = [k for k in self.omit_when_default if k not in self.params]
+        if unknown:
+            raise ValueError(f"model {self.name!r}: omit_when_default names {unknown}, not among its params")
+
+    def pattern_for(self, params: Mapping[str, Any]) -> str | None:
+        """The attention pattern of this model with resolved ``params``: the value of
+        :attr:`pattern_param` when it names a registered pattern, else the registered
+        :attr:`pattern` (``None`` for a model without attention)."""
+        if self.pattern is None:
+            return None
+        value = params.get(self.pattern_param)
+        if isinstance(value, str):
+            import attn_core
+
+            if value in attn_core.PATTERNS:
+                return value
+        return self.pattern
+
+    def problem(self, params: dict[str, Any]) -> str | None:
+        """What :attr:`check` finds wrong with the resolved ``params``, on one line, or ``None``."""
+        if self.check is None:
+            return None
+        try:
+            self.check(params)
+        except (ValueError, TypeError) as err:
+            return " ".join(str(err).split())
+        return None
+
+    def without_defaults(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` less the :attr:`omit_when_default` keys that keep their default."""
+        def default(key: str) -> bool:
+            value, dflt = params[key], self.params[key]
+            return value == dflt or (dflt is None and isinstance(value, Mapping) and not value)
+
+        return {k: v for k, v in params.items() if not (k in self.omit_when_default and default(k))}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ Every network maps a PyG ``Data`` (``x``, ``edge_index``) to logits ``(N, C)``; 
   :class:`AttentionNet`, a GAT (Velickovic et al. 2018) built on :mod:`attn_core`.
   ``pattern="graph"`` attends over in-neighbours plus self (the edge mask,
   :func:`attn_core.graph_attention`); ``pattern="full"`` over every node (no mask,
-  :func:`attn_core.attention`): the ablation of what the mask buys.
+  :func:`attn_core.attention`): the ablation of what the mask buys. Other registered patterns:
+  see :func:`node_pattern` (graph patterns over the edges, order-free sequence patterns over
+  all nodes, with their ``pattern_params``).
 * ``gcn`` (family ``cnn``): graph convolution (Kipf & Welling 2017), ``GCNConv`` x 2.
 * ``ggnn`` (family ``rnn``): gated graph network (Li et al. 2016), ``GatedGraphConv`` (a GRU
   updates each node's state from its aggregated messages) between linear input/output maps.
@@ -32,9 +34,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import attn_core
+from tasks.common.patterns import PATTERN_PARAMS, model_pattern, variant_presets
 from tasks.common.registry import ModelSpec, Registry
 
-__all__ = ["AttentionNet", "GCN", "GGNN", "MLP", "MODELS", "register_models"]
+__all__ = ["AttentionNet", "GCN", "GGNN", "MLP", "MODELS", "register_models", "node_pattern", "ORDERED_PATTERNS"]
 
 
 def _unpack(data_or_x: Any, edge_index: Tensor | None) -> tuple[Tensor, Tensor | None]:
@@ -55,11 +58,50 @@ class _GraphNet(nn.Module):
 
 
 # --------------------------------------------------------------------------- attention
-def _full_attention(q: Tensor, k: Tensor, v: Tensor, dropout_p: float) -> Tensor:
-    """Every node attends to every node: the nodes as one sequence for :func:`attn_core.attention`.
-    ``(N, H, D)`` in and out."""
-    out = attn_core.attention(q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], dropout_p=dropout_p)
+#: Sequence patterns that read a node's index as a position: refused over a node set, whose order
+#: (the dataset's node numbering) means nothing. ``truncated``/``local_global`` would attend to
+#: index neighbours, not graph neighbours; ``linformer``'s projections are tied to node indices.
+ORDERED_PATTERNS = frozenset({"truncated", "local_global", "linformer"})
+
+
+def node_pattern(pattern: str, score: str, pattern_params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The parameters of ``pattern`` for :class:`AttentionLayer`; a one-line ``ValueError`` for a
+    pattern that makes no sense on a node set.
+
+    * a graph pattern (``"graph"``, or a plug-in's ``kind="graph"``) attends along the edges with
+      the layer's ``score`` (``"additive"``: GAT's; ``"dot"``);
+    * a sequence pattern attends over all nodes as one sequence (batch 1, nothing padded, not
+      causal, self-attention): ``"full"`` exactly, ``"linear"``/``"performer"`` as kernel
+      approximations that do not depend on node order, ``"nystrom"`` through landmarks that are
+      means of node-index segments (arbitrary node groups: still an approximation of attention
+      over the set). Dot score only: an additive score over all nodes is static
+      (``softmax_j(s_i + t_j)`` barely depends on ``i``). :data:`ORDERED_PATTERNS` are refused.
+    """
+    spec = attn_core.get_pattern(pattern)
+    if spec.kind == "graph":
+        return model_pattern(pattern, {"score": score, **(pattern_params or {})}, kind="graph")
+    if pattern in ORDERED_PATTERNS:
+        valid = [n for n in attn_core.list_patterns(kind=None) if n not in ORDERED_PATTERNS]
+        raise ValueError(f"pattern={pattern!r} is invalid over a node set: it reads node indices as positions, and "
+                         f"node order means nothing; valid: {', '.join(map(repr, valid))}")
+    if score != "dot":
+        raise ValueError(f"pattern={pattern!r} takes score='dot' only (an additive score is static over all nodes)")
+    return model_pattern(pattern, pattern_params)
+
+
+def _full_attention(q: Tensor, k: Tensor, v: Tensor, dropout_p: float, *, pattern: str = "full",
+                    state: nn.Module | None = None, **params: Any) -> Tensor:
+    """Every node attends to every node: the nodes as one sequence (batch 1) for sequence
+    pattern ``pattern`` (default :func:`attn_core.attention`). ``(N, H, D)`` in and out."""
+    fn = attn_core.get_pattern(pattern).fn
+    out = fn(q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], dropout_p=dropout_p,
+             state=state, **params)  # (1, H, N, Dv)
     return out[0].transpose(0, 1)  # (N, H, Dv)
+
+
+def _check_attention_net(params: dict[str, Any]) -> None:
+    """``ModelSpec.check`` of the attention models: :func:`node_pattern` of the resolved params."""
+    node_pattern(params["pattern"], params["score"], params.get(PATTERN_PARAMS))
 
 
 class AttentionLayer(nn.Module):
@@ -73,7 +115,9 @@ class AttentionLayer(nn.Module):
       bilinear form ``sum_d a_dst[d] a_src[d] (W x_i)_d (W x_j)_d``.
     * ``pattern="graph"``: :func:`attn_core.graph_attention` over the edges, O(E);
       ``pattern="full"``: :func:`attn_core.attention` over all nodes (dense, O(N^2); dot only,
-      because an additive score is static: ``softmax_j(s_i + t_j)`` barely depends on ``i``).
+      because an additive score is static: ``softmax_j(s_i + t_j)`` barely depends on ``i``);
+      other patterns as :func:`node_pattern` allows, with ``pattern_params``; ``num_nodes`` sizes
+      a pattern sized by the length.
     """
 
     def __init__(
@@ -87,14 +131,14 @@ class AttentionLayer(nn.Module):
         score: str = "additive",
         attn_dropout: float = 0.0,
         residual: bool = False,
+        pattern_params: dict[str, Any] | None = None,
+        num_nodes: int | None = None,
     ) -> None:
         super().__init__()
-        if pattern not in ("graph", "full"):
-            raise ValueError(f"pattern={pattern!r}; valid: 'graph', 'full'")
         if score not in ("additive", "dot"):
             raise ValueError(f"score={score!r}; valid: 'additive', 'dot'")
-        if pattern == "full" and score != "dot":
-            raise ValueError("pattern='full' takes score='dot' only (an additive score is static over all nodes)")
+        self.params = node_pattern(pattern, score, pattern_params)
+        self.graph = attn_core.get_pattern(pattern).kind == "graph"
         self.heads, self.head_dim, self.concat = heads, head_dim, concat
         self.pattern, self.score, self.attn_dropout = pattern, score, attn_dropout
         self.lin = nn.Linear(in_dim, heads * head_dim, bias=False)
@@ -104,6 +148,9 @@ class AttentionLayer(nn.Module):
         self.res = nn.Linear(in_dim, out_dim, bias=False) if residual else None
         self.bias = nn.Parameter(torch.zeros(out_dim))
         self.reset_parameters()
+        #: a sequence pattern's per-layer state (performer's features ...), None for most
+        self.pattern_state = None if self.graph else attn_core.make_pattern_state(
+            pattern, heads, head_dim, max_len=num_nodes, params=self.params)
 
     def reset_parameters(self) -> None:
         for w in (self.lin.weight, self.att_src, self.att_dst):
@@ -117,10 +164,10 @@ class AttentionLayer(nn.Module):
         # the score vectors in h's dtype: under bf16 autocast h is bf16 and q, k, v must agree
         q, k = h * self.att_dst.to(h.dtype), h * self.att_src.to(h.dtype)
         p = self.attn_dropout if self.training else 0.0
-        if self.pattern == "graph":
-            out = attn_core.graph_attention(q, k, h, edge_index, score=self.score, dropout_p=p)  # (N, H, D)
+        if self.graph:
+            out = attn_core.get_pattern(self.pattern).fn(q, k, h, edge_index, dropout_p=p, **self.params)  # (N, H, D)
         else:
-            out = _full_attention(q, k, h, p)  # (N, H, D)
+            out = _full_attention(q, k, h, p, pattern=self.pattern, state=self.pattern_state, **self.params)  # (N, H, D)
         out = out.flatten(-2) if self.concat else out.mean(-2)
         if self.res is not None:
             out = out + self.res(x)
@@ -149,27 +196,24 @@ class AttentionNet(_GraphNet):
         attn_dropout: float = 0.6,
         self_loops: bool = True,
         residual: bool = False,
+        pattern_params: dict[str, Any] | None = None,
+        num_nodes: int | None = None,
     ) -> None:
         super().__init__()
         if layers < 1:
             raise ValueError(f"layers={layers}: expected >= 1")
-        if pattern not in ("graph", "full"):
-            raise ValueError(f"pattern={pattern!r}; valid: 'graph', 'full'")
         self.pattern, self.dropout, self.self_loops = pattern, dropout, self_loops
         dims = [num_features] + [hidden * heads] * (layers - 1)
-        self.layers = nn.ModuleList(
-            AttentionLayer(d, hidden, heads, concat=True, pattern=pattern, score=score, attn_dropout=attn_dropout, residual=residual)
-            for d in dims[:-1]
-        )
-        self.out = AttentionLayer(
-            dims[-1], num_classes, out_heads, concat=False, pattern=pattern, score=score, attn_dropout=attn_dropout, residual=residual
-        )
+        common = dict(pattern=pattern, score=score, attn_dropout=attn_dropout, residual=residual,
+                      pattern_params=pattern_params, num_nodes=num_nodes)
+        self.layers = nn.ModuleList(AttentionLayer(d, hidden, heads, concat=True, **common) for d in dims[:-1])
+        self.out = AttentionLayer(dims[-1], num_classes, out_heads, concat=False, **common)
 
     def _forward(self, x: Tensor, edge_index: Tensor | None) -> Tensor:
         ei = None
-        if self.pattern == "graph":
+        if self.out.graph:
             if edge_index is None:
-                raise ValueError("pattern='graph' needs edge_index")
+                raise ValueError(f"pattern={self.pattern!r} needs edge_index")
             ei = attn_core.add_self_loops(edge_index, x.shape[0]) if self.self_loops else edge_index
         for layer in self.layers:
             x = F.elu(layer(F.dropout(x, self.dropout, self.training), ei))
@@ -236,6 +280,8 @@ class MLP(_GraphNet):
 
 # --------------------------------------------------------------------------- registry
 def _build(cls: type, data_info: dict, **params: Any) -> nn.Module:
+    if cls is AttentionNet and "num_nodes" in data_info:  # sizes patterns sized by the length
+        params.setdefault("num_nodes", int(data_info["num_nodes"]))
     return cls(int(data_info["num_features"]), int(data_info["num_classes"]), **params)
 
 
@@ -247,7 +293,8 @@ def _builder(cls: type):
 #: GAT's Cora setup (2 layers, 8 heads, out 1 head, dropout 0.6 on features and attention,
 #: ELU) but 32 features per head instead of 8. Cora test accuracy, 10 seeds, best-val-acc
 #: checkpoint: 8/head 82.1-82.5, 16/head 82.2-82.8, 32/head 82.7-82.8 (and a smaller spread).
-_ATTN = dict(hidden=32, heads=8, out_heads=1, layers=2, dropout=0.6, attn_dropout=0.6, self_loops=True, residual=False)
+_ATTN = dict(hidden=32, heads=8, out_heads=1, layers=2, dropout=0.6, attn_dropout=0.6, self_loops=True, residual=False,
+             pattern_params=None)
 
 #: name -> (family, class, default params, pattern, description)
 MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
@@ -275,9 +322,22 @@ MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
 }
 
 
+#: ``full_attention_<pattern>`` presets (not in ``models: all``): full_attention's network over all
+#: nodes with each order-free efficient pattern (:func:`node_pattern`); not linformer/local_global.
+VARIANTS = variant_presets("full_attention", MODELS["full_attention"][2],
+                           allowed=lambda p: p not in ORDERED_PATTERNS)
+
+
 def register_models(registry: Registry[ModelSpec]) -> None:
     for name, (family, cls, params, pattern, desc) in MODELS.items():
+        attention = dict(check=_check_attention_net, omit_when_default=(PATTERN_PARAMS,)) if pattern else {}
         registry.register(
             name,
-            ModelSpec(name=name, family=family, build=_builder(cls), params=dict(params), pattern=pattern, description=desc),
+            ModelSpec(name=name, family=family, build=_builder(cls), params=dict(params), pattern=pattern,
+                      description=desc, **attention),
         )
+    for name, (pattern, params) in VARIANTS.items():
+        registry.register(name, ModelSpec(name=name, family="attention", build=_builder(AttentionNet), params=params,
+                                          pattern=pattern, in_all=False, check=_check_attention_net,
+                                          omit_when_default=(PATTERN_PARAMS,),
+                                          description=f"full_attention's network over all nodes with {pattern} attention"))

@@ -8,7 +8,8 @@ context modelling, not features. Every network maps the batch dict of
 
 * ``transformer`` / ``transformer_truncated`` (attention): :class:`TransformerContext`, an
   :class:`attn_core.TransformerEncoder` (pre-LN) with sinusoidal positions, full attention or
-  truncated attention (each word sees ``window`` words either side).
+  truncated attention (each word sees ``window`` words either side); ``pattern`` may be any
+  registered sequence pattern that takes key padding, with its ``pattern_params``.
 * ``bilstm`` (rnn): :class:`LSTMContext`, a packed bidirectional LSTM.
 * ``cnn`` (cnn): :class:`ConvContext`, residual 1-D convolutions with dilations 1, 2, 4, ...
 * ``mlp`` (other): :class:`NoContext`, a per-token MLP: the no-context floor.
@@ -24,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import attn_core
+from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, variant_presets
 from tasks.common.registry import ModelSpec, Registry
 
 __all__ = ["TokenEmbedder", "TransformerContext", "LSTMContext", "ConvContext", "NoContext", "Tagger",
@@ -54,18 +56,25 @@ class TokenEmbedder(nn.Module):
         return self.drop(torch.cat([self.words(batch["words"]), c], -1))  # (B, L, D)
 
 
+#: The longest sentence (words) the positions and length-sized patterns (``linformer``) cover.
+MAX_LEN = 2048
+
+
 class TransformerContext(nn.Module):
     """Linear to ``d_model``, sinusoidal positions, ``layers`` pre-LN encoder layers from
-    :mod:`attn_core` with ``pattern`` ("full" or "truncated" with ``window``); padding is the
-    ``key_padding_mask`` (True = real word), so it never enters attention."""
+    :mod:`attn_core` with ``pattern`` (any registered sequence pattern that takes key padding:
+    "full", "truncated" with ``window``, "performer", ...) and its ``pattern_params``; padding is
+    the ``key_padding_mask`` (True = real word), so it never enters attention."""
 
     def __init__(self, d_in: int, *, d_model: int = 256, heads: int = 8, layers: int = 4, ff: int = 512,
-                 dropout: float = 0.2, pattern: str = "full", window: int | None = None) -> None:
+                 dropout: float = 0.2, pattern: str = "full", window: int | None = None,
+                 pattern_params: dict[str, Any] | None = None) -> None:
         super().__init__()
+        params = model_pattern(pattern, pattern_params, window=window, padding=True)
         self.proj = nn.Linear(d_in, d_model)
-        self.pos = attn_core.SinusoidalPositionalEncoding(d_model, max_len=2048)
+        self.pos = attn_core.SinusoidalPositionalEncoding(d_model, max_len=MAX_LEN)
         self.encoder = attn_core.TransformerEncoder(d_model, heads, layers, dim_feedforward=ff, dropout=dropout,
-                                                    pattern=pattern, window=window)
+                                                    pattern=pattern, pattern_params=params, max_len=MAX_LEN)
         self.out_dim = d_model
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False):
@@ -167,7 +176,7 @@ def _build(encoder: type[nn.Module], data_info: dict, **params: Any) -> Tagger:
 
 
 _EMB = {"word_dim": 100, "char_dim": 32, "char_out": 64, "emb_dropout": 0.3}
-_TRF = {**_EMB, "d_model": 256, "heads": 8, "layers": 4, "ff": 512, "dropout": 0.2}
+_TRF = {**_EMB, "d_model": 256, "heads": 8, "layers": 4, "ff": 512, "dropout": 0.2, PATTERN_PARAMS: None}
 
 #: name -> (family, encoder class, default params, pattern, description)
 MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
@@ -184,7 +193,19 @@ MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
 }
 
 
+#: ``transformer_<pattern>`` presets of the efficient patterns (not in ``models: all``); local_global
+#: gets transformer_truncated's window and the first word as its global token.
+VARIANTS = variant_presets("transformer", MODELS["transformer"][2], allowed=lambda p: attn_core.get_pattern(p).padding,
+                           own={"local_global": {"window": 4, "global_tokens": 1}})
+
+
 def register_models(registry: Registry[ModelSpec]) -> None:
     for name, (family, enc, params, pattern, desc) in MODELS.items():
+        attention = dict(check=PatternCheck(padding=True), omit_when_default=(PATTERN_PARAMS,)) if pattern else {}
         registry.register(name, ModelSpec(name=name, family=family, build=functools.partial(_build, enc),
-                                          params=dict(params), pattern=pattern, description=desc))
+                                          params=dict(params), pattern=pattern, description=desc, **attention))
+    for name, (pattern, params) in VARIANTS.items():
+        registry.register(name, ModelSpec(name=name, family="attention", build=functools.partial(_build, TransformerContext),
+                                          params=params, pattern=pattern, in_all=False, check=PatternCheck(padding=True),
+                                          omit_when_default=(PATTERN_PARAMS,),
+                                          description=f"the Transformer tagger with {pattern} attention"))

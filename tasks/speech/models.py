@@ -10,7 +10,8 @@ Encoders (variants are presets of one class):
 * ``transformer`` (family ``attention``, pattern ``full``): :class:`TransformerEncoderNet`, a
   linear input projection, sinusoidal positions and an :class:`attn_core.TransformerEncoder`
   (pre-LN). ``transformer_w8/_w16/_w32/_w64`` (pattern ``truncated``): the same with truncated
-  attention, each frame attending to frames within ``window`` of it (O(L * w)).
+  attention, each frame attending to frames within ``window`` of it (O(L * w)). ``pattern`` may be
+  any registered sequence pattern that takes key padding, with its ``pattern_params``.
 * ``lstm`` (family ``rnn``): :class:`RecurrentEncoder`, a bidirectional LSTM over the packed
   (unpadded) frames, ``d_model / 2`` units per direction; ``stack`` > 1 reads ``stack`` frames
   per recurrent step.
@@ -32,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import attn_core
+from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, takes_window, variant_presets
 from tasks.common.registry import ModelSpec, Registry
 
 __all__ = ["SpeechNet", "TransformerEncoderNet", "RecurrentEncoder", "ConvEncoder", "FrameMLP", "MODELS",
@@ -54,17 +56,20 @@ class TransformerEncoderNet(nn.Module):
     encoding: ``h + depthwise_conv(h)`` with ``pos_kernel`` frames, which tells each frame
     about its neighbours in order and is the same at every position, i.e. relative), or ``"both"``.
 
-    ``pattern="full"`` (``window=None``) or ``"truncated"`` with ``window`` frames either side.
-    An all-real ``mask`` is passed as ``None`` so that full attention keeps its fused SDPA
-    kernel (no dense ``L x L`` mask)."""
+    ``pattern="full"`` (``window=None``), ``"truncated"`` with ``window`` frames either side, or
+    any registered sequence pattern that takes key padding with its ``pattern_params`` (``window``
+    is ignored by a pattern without one). ``pattern_max_len``: the longest utterance in frames,
+    for patterns sized by it (``"linformer"``; default ``max_len``). An all-real ``mask`` is
+    passed as ``None`` so that full attention keeps its fused SDPA kernel (no dense ``L x L`` mask)."""
 
     def __init__(self, num_features: int, *, d_model: int = 96, num_heads: int = 4, num_layers: int = 3,
                  dim_feedforward: int | None = None, dropout: float = 0.1, attn_dropout: float = 0.0,
                  pattern: str = "full", window: int | None = None, positions: str = "conv", pos_kernel: int = 15,
-                 max_len: int = 10000) -> None:
+                 max_len: int = 10000, pattern_params: dict[str, Any] | None = None,
+                 pattern_max_len: int | None = None) -> None:
         super().__init__()
-        if pattern == "truncated" and window is None:
-            raise ValueError("pattern='truncated' needs a window (frames either side)")
+        window = window if window is not None and takes_window(pattern) else None
+        params = model_pattern(pattern, pattern_params, window=window, padding=True)
         if positions not in POSITIONS:
             raise ValueError(f"positions={positions!r}; valid: {', '.join(POSITIONS)}")
         if pos_kernel % 2 == 0:
@@ -77,7 +82,7 @@ class TransformerEncoderNet(nn.Module):
         self.drop = nn.Dropout(dropout)
         self.encoder = attn_core.TransformerEncoder(
             d_model, num_heads, num_layers, dim_feedforward=dim_feedforward or 2 * d_model, dropout=dropout,
-            attn_dropout=attn_dropout, pattern=pattern, window=window if pattern == "truncated" else None,
+            attn_dropout=attn_dropout, pattern=pattern, pattern_params=params, max_len=pattern_max_len or max_len,
         )
         self.d_model = d_model
 
@@ -230,12 +235,14 @@ def build_model(kind: str, data_info: dict, **params: Any) -> SpeechNet:
     cls = ENCODERS[kind]
     if cls is TransformerEncoderNet and params.get("positions", "conv") != "conv":
         params.setdefault("max_len", max(10000, int(data_info.get("max_frames", 0)) + 1))
+    if cls is TransformerEncoderNet and data_info.get("max_frames"):
+        params.setdefault("pattern_max_len", int(data_info["max_frames"]))
     enc = cls(int(data_info["num_features"]), **params)
     return SpeechNet(enc, int(data_info["num_classes"]), str(data_info.get("form", "classify")))
 
 
 _TRANSFORMER = dict(d_model=96, num_heads=4, num_layers=3, dim_feedforward=192, dropout=0.1, attn_dropout=0.0,
-                    positions="conv", pos_kernel=15)
+                    positions="conv", pos_kernel=15, pattern_params=None)
 
 #: name -> (family, encoder kind, default params, pattern, description)
 MODELS: dict[str, tuple[str, str, dict[str, Any], str | None, str]] = {
@@ -253,7 +260,21 @@ MODELS: dict[str, tuple[str, str, dict[str, Any], str | None, str]] = {
 }
 
 
+#: ``transformer_<pattern>`` presets of the efficient patterns (not in ``models: all``); local_global
+#: gets transformer_w16's window and the first frame as its global token.
+VARIANTS = variant_presets("transformer", MODELS["transformer"][2], allowed=lambda p: attn_core.get_pattern(p).padding,
+                           own={"local_global": {"window": 16, "global_tokens": 1}})
+
+
 def register_models(registry: Registry[ModelSpec]) -> None:
     for name, (family, kind, params, pattern, desc) in MODELS.items():
+        attention = dict(check=PatternCheck(padding=True, window_if_taken=True),
+                         omit_when_default=(PATTERN_PARAMS,)) if pattern else {}
         registry.register(name, ModelSpec(name=name, family=family, build=functools.partial(build_model, kind),
-                                          params=dict(params), pattern=pattern, description=desc))
+                                          params=dict(params), pattern=pattern, description=desc, **attention))
+    for name, (pattern, params) in VARIANTS.items():
+        registry.register(name, ModelSpec(name=name, family="attention", build=functools.partial(build_model, "transformer"),
+                                          params=params, pattern=pattern, in_all=False,
+                                          check=PatternCheck(padding=True, window_if_taken=True),
+                                          omit_when_default=(PATTERN_PARAMS,),
+                                          description=f"Transformer encoder with {pattern} self-attention"))

@@ -15,7 +15,10 @@ both languages), so every model shares one embedding table between source and ta
   (2017) on :class:`attn_core.TransformerEncoder` / :class:`attn_core.TransformerDecoder`
   (multi-head self-attention, causal decoder self-attention, cross-attention, sinusoidal
   positions), pre-LN, source/target/output embeddings tied. ``decode_step`` is incremental: it
-  decodes only the newest token against a key/value cache kept in the search state.
+  decodes only the newest token against a key/value cache kept in the search state. ``pattern``
+  (with ``pattern_params``) is the self-attention of encoder and decoder: any registered sequence
+  pattern that can be causal (the decoder) and takes key padding (the padded source);
+  cross-attention stays full (:class:`attn_core.TransformerDecoderLayer` fixes it).
 * ``rnn_bahdanau``, ``rnn_luong_dot``, ``rnn_luong_general`` (rnn) and ``rnn_noattn`` (other):
   :class:`RNNSeq2Seq`, a bidirectional GRU encoder and a GRU decoder with Bahdanau additive
   attention (the previous decoder state queries the source before the GRU step), Luong attention
@@ -38,10 +41,16 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import attn_core
+from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, variant_presets
 from tasks.common.registry import ModelSpec, Registry
+from attn_core.multihead import INCREMENTAL_PATTERNS
 from tasks.translation.search import State
 
-__all__ = ["TransformerSeq2Seq", "RNNSeq2Seq", "ConvS2S", "MODELS", "register_models", "RNN_ATTENTIONS"]
+__all__ = ["TransformerSeq2Seq", "RNNSeq2Seq", "ConvS2S", "MODELS", "register_models", "RNN_ATTENTIONS", "NEEDS"]
+
+#: What the Transformer needs of its self-attention pattern: causal (the decoder generates left to
+#: right) and key padding (the encoder reads padded source batches).
+NEEDS = {"causal": True, "padding": True}
 
 _SQRT_HALF = math.sqrt(0.5)
 
@@ -60,7 +69,13 @@ class TransformerSeq2Seq(nn.Module):
     token only (:meth:`attn_core.TransformerDecoder.step`), appending its self-attention
     keys/values to the cache in the state, instead of re-running every layer on the whole prefix.
     ``kv_cache=False`` recomputes the decoder on the whole prefix at every step: the reference
-    the cached path is tested against. Set it before ``encode`` (the two states differ).
+    the cached path is tested against. Set it before ``encode`` (the two states differ). A
+    pattern the cache does not support (:data:`attn_core.multihead.INCREMENTAL_PATTERNS`: full,
+    truncated) always decodes that way.
+
+    ``pattern``/``pattern_params``: the self-attention pattern of encoder and decoder, one that
+    supports causal attention and key padding (:data:`NEEDS`); ``max_positions`` also sizes
+    patterns sized by the length (``"linformer"`` is non-causal, so refused anyway).
     """
 
     def __init__(
@@ -79,17 +94,23 @@ class TransformerSeq2Seq(nn.Module):
         max_positions: int = 1024,
         pad_id: int = 0,
         kv_cache: bool = True,
+        pattern: str = "full",
+        pattern_params: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         _check_vocab(vocab_size)
-        self.d_model, self.pad_id, self.kv_cache = d_model, pad_id, bool(kv_cache)
+        params = model_pattern(pattern, pattern_params, **NEEDS)
+        self.pattern = pattern
+        self.d_model, self.pad_id = d_model, pad_id
+        self.kv_cache = bool(kv_cache) and pattern in INCREMENTAL_PATTERNS
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         nn.init.normal_(self.embed.weight, std=d_model**-0.5)
         with torch.no_grad():
             self.embed.weight[pad_id].zero_()
         self.pos = attn_core.SinusoidalPositionalEncoding(d_model, max_positions, dropout)
         common = dict(dim_feedforward=dim_feedforward, dropout=dropout, attn_dropout=attn_dropout,
-                      activation=activation, norm_first=norm_first)
+                      activation=activation, norm_first=norm_first, pattern=pattern, pattern_params=params,
+                      max_len=max_positions)
         self.encoder = attn_core.TransformerEncoder(d_model, num_heads, enc_layers, **common)
         self.decoder = attn_core.TransformerDecoder(d_model, num_heads, dec_layers, causal=True, **common)
         self.out = nn.Linear(d_model, vocab_size, bias=False)
@@ -407,7 +428,7 @@ _CONV = dict(emb_dim=256, hidden=256, enc_layers=4, dec_layers=4, kernel_size=3,
 
 #: name -> (family, class, default params, pattern, description)
 MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
-    "transformer": ("attention", TransformerSeq2Seq, _TRANSFORMER, "full",
+    "transformer": ("attention", TransformerSeq2Seq, {**_TRANSFORMER, "pattern": "full", PATTERN_PARAMS: None}, "full",
                     "Transformer encoder-decoder (pre-LN, sinusoidal positions, tied embeddings)"),
     "rnn_bahdanau": ("rnn", RNNSeq2Seq, {**_RNN, "attention": "bahdanau"}, None,
                      "BiGRU encoder, GRU decoder, Bahdanau additive attention"),
@@ -421,9 +442,23 @@ MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
 }
 
 
+#: ``transformer_<pattern>`` presets of the efficient patterns that can be causal (not in
+#: ``models: all``); local_global: 8 pieces either side and the first source/target piece global.
+VARIANTS = variant_presets("transformer", MODELS["transformer"][2],
+                           allowed=lambda p: attn_core.get_pattern(p).supports(**NEEDS),
+                           own={"local_global": {"window": 8, "global_tokens": 1}})
+
+
 def register_models(registry: Registry[ModelSpec]) -> None:
     for name, (family, cls, params, pattern, desc) in MODELS.items():
+        # pattern and pattern_params came after the first records: left out of cell ids at their defaults
+        attention = dict(check=PatternCheck(**NEEDS), omit_when_default=("pattern", PATTERN_PARAMS)) if pattern else {}
         registry.register(
             name, ModelSpec(name=name, family=family, build=_builder(cls), params=dict(params), pattern=pattern,
-                            description=desc),
+                            description=desc, **attention),
         )
+    for name, (pattern, params) in VARIANTS.items():
+        registry.register(name, ModelSpec(name=name, family="attention", build=_builder(TransformerSeq2Seq), params=params,
+                                          pattern=pattern, in_all=False, check=PatternCheck(**NEEDS),
+                                          omit_when_default=(PATTERN_PARAMS,),
+                                          description=f"Transformer encoder-decoder with {pattern} self-attention"))

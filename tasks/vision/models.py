@@ -7,7 +7,9 @@ from the DataModule's ``info``, so one config runs on MNIST, Fashion-MNIST or CI
   mean pooling (or a class token) and a linear head. ``vit`` attends over every patch;
   ``vit_local`` only within a Chebyshev ``radius`` on the 2-D patch grid
   (:func:`attn_core.grid_window_edges`), as ``MultiHeadAttention(pattern="graph")`` over the
-  batch's patch graphs: the truncated variant in two dimensions.
+  batch's patch graphs: the truncated variant in two dimensions. ``attention`` may also name any
+  registered sequence pattern (``"performer"``, ...) over the raster-order patch sequence, with
+  its ``pattern_params``.
 * ``resnet`` (family ``cnn``): torchvision's ResNet-18 adapted to small images (3x3 stride-1
   stem, no max-pool), with a width option ``base_channels`` (64 = ResNet-18; narrower for CPU
   budgets).
@@ -28,6 +30,7 @@ import torchvision
 from torch import Tensor, nn
 
 import attn_core
+from tasks.common.patterns import PATTERN_PARAMS, model_pattern, variant_presets
 from tasks.common.registry import ModelSpec, Registry
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "grid_edges_batched",
     "rollout",
     "ViT",
+    "vit_pattern",
     "SmallResNet",
     "PlainCNN",
     "RowRNN",
@@ -131,6 +135,27 @@ def rollout(weights: list[Tensor], pool: str = "mean") -> Tensor:
 
 
 # --------------------------------------------------------------------------- ViT
+def vit_pattern(attention: str, pattern_params: dict[str, Any] | None = None) -> tuple[str, dict[str, Any] | None]:
+    """``(attn_core pattern, its parameters)`` of a ViT's ``attention``: ``"local"`` is the
+    ``"graph"`` pattern over the 2-D window's edges (no ``pattern_params``); anything else must be
+    a registered sequence pattern (no causal or padding needed: every image has all its patches).
+    Raises a one-line ``ValueError``."""
+    if attention == "local":
+        if pattern_params:
+            raise ValueError(f"pattern_params={pattern_params!r} is invalid with attention='local' (its window is "
+                             "radius); pattern_params go with a sequence pattern")
+        return "graph", None
+    if attention not in attn_core.list_patterns(kind="sequence"):
+        valid = ", ".join(map(repr, ("local", *attn_core.list_patterns(kind="sequence"))))
+        raise ValueError(f"attention={attention!r} is invalid: expected 'local' or a sequence pattern; valid: {valid}")
+    return attention, model_pattern(attention, pattern_params)
+
+
+def _check_vit(params: dict[str, Any]) -> None:
+    """``ModelSpec.check`` of the ViTs: :func:`vit_pattern` of the resolved params."""
+    vit_pattern(params["attention"], params.get(PATTERN_PARAMS))
+
+
 class ViT(nn.Module):
     """Vision Transformer on :mod:`attn_core`.
 
@@ -143,21 +168,22 @@ class ViT(nn.Module):
         d_model, num_heads, num_layers, mlp_ratio: encoder width, heads, depth, FFN width ratio.
         dropout, attn_dropout: residual/FFN/embedding dropout and attention-probability dropout.
         pool: ``"mean"`` (average of the patch outputs) or ``"cls"`` (a learned class token).
-        attention: ``"full"`` (every patch) or ``"local"`` (patches within Chebyshev ``radius``
-            on the patch grid, the class token excepted: it sees and is seen by all).
+        attention: ``"full"`` (every patch), ``"local"`` (patches within Chebyshev ``radius``
+            on the patch grid, the class token excepted: it sees and is seen by all), or any
+            registered sequence pattern over the raster-order patches (:func:`vit_pattern`).
         radius: the local window's radius in patches (``attention="local"`` only).
+        pattern_params: the sequence pattern's own parameters (not with ``"local"``).
     """
 
     def __init__(self, channels: int, height: int, width: int, num_classes: int, *, patch_size: int | None = 4,
                  patch_grid: int | None = None, d_model: int = 64, num_heads: int = 4, num_layers: int = 4,
                  mlp_ratio: float = 2.0, dropout: float = 0.1, attn_dropout: float = 0.0, pool: str = "mean",
-                 attention: str = "full", radius: int = 1) -> None:
+                 attention: str = "full", radius: int = 1, pattern_params: dict[str, Any] | None = None) -> None:
         super().__init__()
         patch_size = resolve_patch_size(patch_size, patch_grid, height, width)
         if pool not in ("mean", "cls"):
             raise ValueError(f"pool={pool!r}; valid: 'mean', 'cls'")
-        if attention not in ("full", "local"):
-            raise ValueError(f"attention={attention!r}; valid: 'full', 'local'")
+        pattern, params = vit_pattern(attention, pattern_params)
         self.patch_size, self.pool, self.attention, self.radius = patch_size, pool, attention, radius
         self.grid = (height // patch_size, width // patch_size)
         n = self.grid[0] * self.grid[1] + (pool == "cls")
@@ -166,7 +192,7 @@ class ViT(nn.Module):
         self.pos = attn_core.LearnedPositionalEmbedding(n, d_model, dropout=dropout)
         self.encoder = attn_core.TransformerEncoder(
             d_model, num_heads, num_layers, dim_feedforward=int(mlp_ratio * d_model), dropout=dropout,
-            attn_dropout=attn_dropout, norm_first=True, pattern="graph" if attention == "local" else "full",
+            attn_dropout=attn_dropout, norm_first=True, pattern=pattern, pattern_params=params, max_len=n,
         )
         self.head = nn.Linear(d_model, num_classes)
         self._edges: dict[tuple[int, str], Tensor] = {}
@@ -192,7 +218,7 @@ class ViT(nn.Module):
         dense ``(B, H, n, n)`` (zeros outside the local window)."""
         t = self.tokens(x)
         b, n, d = t.shape
-        if self.attention == "full":
+        if self.attention != "local":
             return self.encoder(t, need_weights=need_weights)
         ei = self._edge_index(b, t.device)
         res = self.encoder(t.reshape(b * n, d), edge_index=ei, need_weights=need_weights)  # nodes (B*n, D)
@@ -381,7 +407,7 @@ def _build(cls: type, name: str, defaults: dict[str, Any], data_info: dict, **pa
 
 
 _VIT = dict(patch_size=4, patch_grid=None, d_model=64, num_heads=4, num_layers=4, mlp_ratio=2.0, dropout=0.1, attn_dropout=0.0,
-            pool="mean", radius=1)
+            pool="mean", radius=1, pattern_params=None)
 
 #: name -> (family, class, default params, attn_core pattern, description)
 MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
@@ -401,8 +427,20 @@ MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
 }
 
 
+#: ``vit_<pattern>`` presets of the efficient patterns over the raster-order patches (not in
+#: ``models: all``); local_global: one grid row either side (4x4 grid: 4) and the first patch global.
+VARIANTS = variant_presets("vit", MODELS["vit"][2], allowed=lambda p: True, key="attention",
+                           own={"local_global": {"window": 4, "global_tokens": 1}})
+
+
 def register_models(registry: Registry[ModelSpec]) -> None:
     for name, (family, cls, params, pattern, desc) in MODELS.items():
+        attention = dict(check=_check_vit, omit_when_default=(PATTERN_PARAMS,), pattern_param="attention") if pattern else {}
         registry.register(name, ModelSpec(name=name, family=family,
                                           build=functools.partial(_build, cls, name, dict(params)),
-                                          params=dict(params), pattern=pattern, description=desc))
+                                          params=dict(params), pattern=pattern, description=desc, **attention))
+    for name, (pattern, params) in VARIANTS.items():
+        registry.register(name, ModelSpec(name=name, family="attention", build=functools.partial(_build, ViT, name, params),
+                                          params=params, pattern=pattern, in_all=False, check=_check_vit,
+                                          omit_when_default=(PATTERN_PARAMS,), pattern_param="attention",
+                                          description=f"the ViT with {pattern} attention over the raster-order patches"))

@@ -12,6 +12,7 @@ import torch
 from tasks.common.registry import FAMILIES, UnknownNameError, get_task
 from tasks.pos_tagging.data import (UPOS, SyntheticTaggingDataModule, build_synthetic, build_ud,
                                     make_synthetic_corpus, parse_conllu, read_conllu)
+from tasks.pos_tagging.models import VARIANTS
 from tasks.pos_tagging.module import PosTaggerModule, count_stats
 
 MODELS = ["transformer", "transformer_truncated", "bilstm", "cnn", "mlp"]
@@ -94,7 +95,7 @@ def test_task_registered(task):
     assert (task.name, task.metric, task.mode) == ("pos_tagging", "acc", "max")
     assert set(task.datasets.names()) == {"ud", "synthetic"}
     assert task.datasets.get("synthetic").synthetic and not task.datasets.get("ud").synthetic
-    assert set(task.models.names()) == set(MODELS)
+    assert set(task.models.names()) == set(MODELS) | set(VARIANTS)
     assert {task.models.get(n).family for n in MODELS} == set(FAMILIES)
     assert task.models.get("transformer").pattern == "full"
     assert task.models.get("transformer_truncated").pattern == "truncated"

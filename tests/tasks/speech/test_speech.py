@@ -12,6 +12,7 @@ import torch
 from tasks.common.registry import FAMILIES, UnknownNameError, get_task
 from tasks.speech.data import concatenate, fsdd_files, fsdd_split, make_synthetic
 from tasks.speech.features import FeatureConfig, extract, frame_labels
+from tasks.speech.models import VARIANTS
 from tasks.speech.module import SpeechModule, edit_distance, segments, spec_augment
 
 MODELS = ["transformer", "transformer_w8", "transformer_w16", "transformer_w32", "transformer_w64", "lstm", "cnn",
@@ -45,7 +46,7 @@ def test_task_registered(task):
     assert task.name == "speech" and task.metric == "acc" and task.mode == "max"
     assert set(task.datasets.names()) == {"fsdd", "fsdd_frames", "speech_commands", "synthetic", "synthetic_frames"}
     assert {n for n in task.datasets.names() if task.datasets.get(n).synthetic} == {"synthetic", "synthetic_frames"}
-    assert set(task.models.names()) == set(MODELS)
+    assert set(task.models.names()) == set(MODELS) | set(VARIANTS)
     assert {task.models.get(n).family for n in MODELS} == set(FAMILIES)
     assert task.models.get("transformer").pattern == "full"
     for w in (8, 16, 32, 64):

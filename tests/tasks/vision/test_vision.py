@@ -15,7 +15,8 @@ import attn_core
 from tasks.vision.report import decode_image
 from tasks.common.registry import FAMILIES, UnknownNameError, get_task
 from tasks.vision.data import RING_VALUE, SyntheticArrangement, TorchvisionImages, make_arrangement
-from tasks.vision.models import SmallResNet, ViT, grid_edges_batched, patchify, resolve_patch_size, rollout, unpatchify
+from tasks.vision.models import (VARIANTS, SmallResNet, ViT, grid_edges_batched, patchify, resolve_patch_size, rollout,
+                                 unpatchify)
 from tasks.vision.module import ImageClassifier, rollout_extras
 
 SMALL = dict(num_train=256, num_val=64, num_test=64, batch_size=32)
@@ -48,7 +49,7 @@ def test_task_registered(task):
     assert task.name == "vision" and task.metric == "acc" and task.mode == "max"
     assert set(task.datasets.names()) == {"mnist", "fashion_mnist", "cifar10", "synthetic"}
     assert task.datasets.get("synthetic").synthetic and not task.datasets.get("mnist").synthetic
-    assert set(task.models.names()) == {"vit", "vit_local", "resnet", "cnn", "row_rnn", "patch_bag"}
+    assert set(task.models.names()) == {"vit", "vit_local", "resnet", "cnn", "row_rnn", "patch_bag", *VARIANTS}
     assert {task.models.get(n).family for n in task.models.names()} == set(FAMILIES)
     assert task.models.get("vit").pattern == "full" and task.models.get("vit_local").pattern == "graph"
     assert task.models.get("vit").build.func is task.models.get("vit_local").build.func  # one class, two presets
