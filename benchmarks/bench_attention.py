@@ -8,6 +8,9 @@ Forward + backward time and peak memory of
   dense maths), ``ours_truncated_w{w}`` (:func:`attn_core.attention` with ``window=w``), and
   for the FlexAttention comparison (by default on CUDA only) ``sdpa_band_mask_w{w}``: SDPA
   with a dense boolean band mask of the same window;
+* every registered sequence pattern next to full SDPA, when the ``variants`` section is enabled
+  (:mod:`benchmarks.bench_variants`: memory growth and speed crossover checks; off by default,
+  ``bench_attention_variants.yaml`` turns it on);
 * graph attention on a random graph (``N`` nodes, ``E`` uniform random edges, features
   ``(N, 64)``): ``ours_graph`` (:class:`attn_core.MultiHeadAttention`, pattern ``"graph"``),
   ``pyg_transformerconv`` (``torch_geometric.nn.TransformerConv(64, 16, heads=4)``) and
@@ -48,6 +51,8 @@ from benchmarks.bench_common import (
     run_point,
     set_threads,
 )
+from benchmarks.bench_variants import KIND as VARIANT, SECTION as VARIANTS_SECTION
+from benchmarks.bench_variants import plan_variant_points, variant_checks, variant_patterns
 from benchmarks.schema import ConfigError, Field, Section, apply_overrides, load_yaml, validate
 
 __all__ = [
@@ -96,6 +101,7 @@ SCHEMA: dict[str, Any] = {
         "sizes": Field("list[any]", [{"nodes": 2000, "edges": 20000}], doc="list of {nodes, edges}"),
         "methods": Field("list[str]", list(GRAPH_METHODS), choices=GRAPH_METHODS),
     }),
+    "variants": VARIANTS_SECTION,
     "matmul": Section({
         "enabled": Field("bool", True, doc="measure a large matmul as the peak rate for TFLOP/s"),
         "size": Field("per_device[int]", {"cpu": 2048, "cuda": 8192}, minimum=16),
@@ -144,6 +150,8 @@ def load_config(
     if cfg["graph"]["embed_dim"] % cfg["graph"]["heads"]:
         raise ConfigError(f"{path}: graph.heads={cfg['graph']['heads']} must divide graph.embed_dim={cfg['graph']['embed_dim']}")
     cfg["config_path"] = str(path)
+    if cfg["variants"]["enabled"]:  # unknown patterns or parameters fail before anything runs
+        variant_patterns(cfg["variants"], causal=cfg["sequence"]["causal"], source=str(path))
     return cfg
 
 
@@ -193,6 +201,7 @@ def plan_points(cfg: dict, device: str, dtype: str) -> list[dict]:
                 p = seq_point(impl, L, w)
                 planned.add((p["method"], L))
                 points.append(p)
+    points += plan_variant_points(cfg, device, common)
     band = cfg["band_compare"]
     if device in band["devices"]:
         for L in sorted(set(band["lengths"])):
@@ -402,7 +411,7 @@ def _describe(p: dict) -> str:
         return f"matmul n={p['n']} {p['matmul_dtype']}"
     if p["kind"] == "graph":
         return f"graph {p['method']:<22} N={p['N']} E={p['E']}"
-    return f"seq   {p['method']:<22} L={p['L']}"
+    return f"{'var' if p['kind'] == VARIANT else 'seq':<5} {p['method']:<22} L={p['L']}"
 
 
 def _line(k: int, n: int, p: dict, r: dict) -> str:
@@ -472,7 +481,7 @@ def run_sweep(
     failed: dict[str, tuple[str, str]] = {}  # method -> (status, where)
     for k, p in enumerate(points, 1):
         where = f"L={p['L']}" if "L" in p else (f"N={p['N']}" if "N" in p else "")
-        skip_on = ("oom", "timeout") if p["kind"] == "sequence" else ("timeout",)
+        skip_on = ("oom", "timeout") if p["kind"] in ("sequence", VARIANT) else ("timeout",)
         rec = run_point(p, group=p["method"], where=where, failed=failed, skip_on=skip_on,
                         skip_after_failure=cfg["skip_larger_after_failure"], isolate=cfg["isolate"],
                         timeout_s=timeout, mem_cap_bytes=cap)
@@ -497,7 +506,8 @@ def run_sweep(
         doc.setdefault("warnings", []).append(
             f"attn_core changed during the sweep: points measured {len(shas)} versions ({', '.join(shas)})")
         log(f"warning: {doc['warnings'][-1]}")
-    finish_sweep(doc, checks=compute_checks(doc["points"]), t_start=t_start, plot=cfg["plot"], plot_fn=plot_results,
+    checks = compute_checks(doc["points"], growth_limit=cfg["variants"]["growth_limit"])
+    finish_sweep(doc, checks=checks, t_start=t_start, plot=cfg["plot"], plot_fn=plot_results,
                  json_path=json_path, png_path=png_path, log=log)
     log(format_checks(doc["checks"]))
     log(f"done in {doc['wall_time_s']:.1f} s: {json_path}" + (f", {png_path}" if "plot" in doc else ""))
@@ -540,8 +550,9 @@ def _ratio_check(name, ours, base, target, cmp, key="time_ms") -> dict | None:
     return _check(name, value, target, bool(cmp(value)), ours=a, baseline=b, **extra)
 
 
-def compute_checks(points: list[dict]) -> list[dict]:
-    """Targets evaluated from the measured points; checks whose points are absent are omitted."""
+def compute_checks(points: list[dict], growth_limit: float = 2.3) -> list[dict]:
+    """Targets evaluated from the measured points; checks whose points are absent are omitted
+    (the variants' ones: :func:`benchmarks.bench_variants.variant_checks`)."""
     idx = _index(points)
     checks: list[dict] = []
     seq_L = sorted({r["L"] for r in points if r["kind"] == "sequence"})
@@ -611,7 +622,7 @@ def compute_checks(points: list[dict]) -> list[dict]:
             else:
                 checks.append(_check(f"dense_masked status @ N={N} E={E}", st, "oom (expected)", False,
                                      note=dense.get("reason")))
-    return checks
+    return checks + variant_checks(points, growth_limit)
 
 
 def format_checks(checks: list[dict]) -> str:
@@ -640,7 +651,7 @@ def plot_results(doc: dict, path: str | Path) -> None:
     import matplotlib.pyplot as plt
 
     pts = doc["points"]
-    seq = [r for r in pts if r["kind"] == "sequence"]
+    seq = [r for r in pts if r["kind"] in ("sequence", VARIANT)]
     graph = [r for r in pts if r["kind"] == "graph"]
     fig, axes = plt.subplots(2, 2, figsize=(14, 10))
     (ax_t, ax_m), (ax_gt, ax_gm) = axes
@@ -654,7 +665,8 @@ def plot_results(doc: dict, path: str | Path) -> None:
         for j, m in enumerate(methods):
             rs = sorted((r for r in seq if r["method"] == m), key=lambda r: r["L"])
             ok = [(r["L"], r[key] * scale) for r in rs if r["status"] == "ok" and r.get(key)]
-            style = "--" if m.startswith("ours_truncated") else (":" if m.startswith("sdpa_band") else "-")
+            style = "--" if m.startswith("ours_truncated") else (":" if m.startswith("sdpa_band") else
+                                                                 "-." if m.startswith("variant_") else "-")
             if ok:
                 ax.plot(*zip(*ok), style, marker="o", ms=4, color=colors[m], label=m)
             for r in rs:

@@ -48,9 +48,10 @@ MICRO_BENCHMARKS: dict[str, MicroBenchmark] = {
     "attention": MicroBenchmark(
         name="attention",
         module="benchmarks.bench_attention",
-        summary="attention scaling: fwd+bwd time and peak memory vs sequence length and graph size",
+        summary="attention scaling: fwd+bwd time and peak memory vs sequence length and graph size "
+                "(and every registered attention pattern vs full SDPA: bench_attention_variants.yaml)",
         default_config="bench_attention.yaml",
-        configs=("bench_attention.yaml", "bench_attention_full.yaml"),
+        configs=("bench_attention.yaml", "bench_attention_full.yaml", "bench_attention_variants.yaml"),
     ),
     "complexity": MicroBenchmark(
         name="complexity",
