@@ -263,6 +263,9 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- list
 def print_tasks() -> None:
+    """Tasks, their datasets and models, the attention patterns and the loaded plug-ins, each
+    name with where it comes from (``built-in`` or the plug-in that registered it)."""
+    from benchmarks.plugins import loaded_plugins, origin
     from tasks.common.registry import available_tasks, get_task
 
     names = available_tasks()
@@ -271,10 +274,30 @@ def print_tasks() -> None:
         print("  (none yet)")
     for tname in names:
         task = get_task(tname)
-        print(f"  {tname}  (metric: {task.metric}, {'higher' if task.mode == 'max' else 'lower'} is better)")
+        print(f"  {tname}  (metric: {task.metric}, {'higher' if task.mode == 'max' else 'lower'} is better)"
+              f"  [{origin(task.make_module)}]")
         for dname, ds in task.datasets.items():
             kind = "synthetic" if ds.synthetic else "real"
-            print(f"    dataset {dname:<14} {kind:<9} defaults {ds.params}")
+            print(f"    dataset {dname:<14} {kind:<9} defaults {ds.params}  [{origin(ds.build)}]")
         for mname, spec in task.models.items():
             pattern = f", pattern {spec.pattern}" if spec.pattern else ""
-            print(f"    model   {mname:<22} {spec.family}{pattern}")
+            print(f"    model   {mname:<22} {spec.family}{pattern}  [{origin(spec.build)}]")
+    print_patterns()
+    plugins = loaded_plugins()
+    print("plug-ins (entry points of 'attnbench.plugins', --plugin, a config's plugins:, $ATTNBENCH_PLUGINS):")
+    for p in plugins:
+        print(f"  {p.label:<28} module {p.module}  ({p.source})")
+    if not plugins:
+        print("  (none loaded)")
+
+
+def print_patterns() -> None:
+    """The registered attention patterns: what each supports, its cost, parameters and origin."""
+    import attn_core
+    from benchmarks.plugins import origin
+
+    print("attention patterns (model_params: {MODEL: {pattern: NAME, pattern_params: {...}}}):")
+    for name in attn_core.list_patterns(kind=None):
+        p = attn_core.get_pattern(name)
+        can = ",".join(w for w, on in (("causal", p.causal), ("padding", p.padding), ("cross", p.cross)) if on) or "-"
+        print(f"  {name:<14} {p.kind:<8} {can:<20} {p.complexity:<8} params {dict(p.params)}  [{origin(p.fn)}]")
