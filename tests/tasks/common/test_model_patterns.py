@@ -249,3 +249,17 @@ def test_variant_presets_are_named_but_not_in_all(task, base, names):
         assert spec.problem(spec.params) is None
     cells = expand(validate_suite({"suite": "t", "seeds": 1, "cells": [{"task": task, "dataset": "synthetic" if task != "graphs" else "sbm"}]}))
     assert not {c.model for c in cells} & set(presets)
+
+
+def test_the_variants_config_runs_every_preset_next_to_an_rnn_and_a_cnn():
+    from benchmarks.cli import CONFIG_DIR
+    from benchmarks.suite import load_suite
+    from tasks.common.registry import get_task
+
+    cells = expand(load_suite(CONFIG_DIR / "variants.yaml"))
+    for task in ("graphs", "pos_tagging", "speech", "translation", "vision"):
+        t = get_task(task)
+        ran = {c.model for c in cells if c.task == task}
+        assert {n for n, s in t.models.items() if not s.in_all} <= ran
+        assert {"rnn", "cnn"} <= {t.models.get(m).family for m in ran}
+        assert {c.seed for c in cells if c.task == task} == {0, 1, 2}
