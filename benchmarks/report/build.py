@@ -45,6 +45,7 @@ from benchmarks.report.tables import (
     write_summary_csv,
 )
 from benchmarks.report.test_sets import test_set_table
+from benchmarks.report.variants import variants_blocks
 
 __all__ = ["write_report"]
 
@@ -193,6 +194,7 @@ def write_report(
         blocks.append(Paragraph(f"{n} warning(s): see Warnings at the end.", "warn"))
     for g in an.groups:
         blocks += _group_blocks(g, an, plots_dir, out, written, warn)
+    blocks += variants_blocks(an)  # only when a domain ran an efficient attention pattern
 
     bench = find_bench_attention(bench_dirs if bench_dirs is not None else bench_candidate_dirs(root))
     if bench is not None:
