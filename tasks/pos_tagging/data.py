@@ -242,7 +242,8 @@ class UDDataModule(TaggingDataModule):
     """A UD treebank in CoNLL-U, UPOS tags, gold tokenisation.
 
     Files come from (first match): explicit ``train_file``/``dev_file``/``test_file`` (all
-    three, ``.conllu`` or ``.conllu.gz``); else ``<data_dir>/<ud_xx_yy>/<code>-ud-<split>.conllu[.gz]``
+    three, ``.conllu`` or ``.conllu.gz``; or ``test_file`` alone, which replaces the treebank's
+    test split: another treebank's test set for a model trained on this one); else ``<data_dir>/<ud_xx_yy>/<code>-ud-<split>.conllu[.gz]``
     copied into ``<cache_dir>/<ud_xx_yy>``; else the cache; else a download of release
     ``release`` from GitHub ``UniversalDependencies/<repo>``. ``treebank`` is a code (``en_ewt``,
     see :data:`TREEBANKS`); another treebank needs ``ud_repo`` (e.g. ``UD_Czech-CAC``).
@@ -255,9 +256,13 @@ class UDDataModule(TaggingDataModule):
         super().__init__(**kwargs)
         files = {"train_file": train_file, "dev_file": dev_file, "test_file": test_file}
         given = [k for k, v in files.items() if v]
+        self.test_only = test_file if given == ["test_file"] else None  # the treebank's train/dev, this test
+        if self.test_only:
+            given = []
         if given and len(given) != 3:
             missing = [k for k in files if k not in given]
-            raise ValueError(f"ud: {', '.join(given)} given without {', '.join(missing)}; pass all three or none")
+            raise ValueError(f"ud: {', '.join(given)} given without {', '.join(missing)}; pass all three, "
+                             "test_file alone (the treebank's train and dev with another test set) or none")
         if not given and ud_repo is None and treebank not in TREEBANKS:
             raise ValueError(f"ud: unknown treebank={treebank!r}; valid: {', '.join(TREEBANKS)} "
                              f"(or pass ud_repo='UD_<Language>-<Name>', or train_file/dev_file/test_file)")
@@ -291,6 +296,8 @@ class UDDataModule(TaggingDataModule):
                                  cache_dir=self.cache_dir, dataset=f"ud {self.treebank}",
                                  download=self._fetch if self.download else None)
             paths = [folder / n for n in self._names()]
+            if self.test_only:
+                paths[2] = Path(self.test_only)
         return dict(zip(("train", "val", "test"), (read_conllu(p) for p in paths)))
 
 

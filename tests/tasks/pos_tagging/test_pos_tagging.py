@@ -174,6 +174,21 @@ def test_ud_errors_name_the_problem(tmp_path):
     assert dm.info["num_train"] == 3
 
 
+def test_ud_test_file_alone_replaces_only_the_test_split(tmp_path):
+    """Another treebank's test set for a model trained on this one (a cell's test_sets, attnbench eval)."""
+    _write_treebank(tmp_path / "data" / "ud_toy_lang_tb", "xx_toy")
+    other = _write_treebank(tmp_path / "other", "yy_other")["train_file"]  # its 3 training sentences as a test set
+    kw = dict(treebank="xx_toy", ud_repo="UD_Toy_Lang-TB", download=False)
+    base = build_ud(str(tmp_path / "data"), str(tmp_path / "cache"), 0, **kw)
+    swapped = build_ud(str(tmp_path / "data"), str(tmp_path / "cache"), 0, test_file=other, **kw)
+    assert swapped.info["num_test"] == 3 != base.info["num_test"]
+    for split in ("train", "val"):  # the vocabulary and training data stay the treebank's
+        assert [t.tolist() for t in swapped.splits[split][0]] == [t.tolist() for t in base.splits[split][0]]
+    assert swapped.words.itos == base.words.itos
+    with pytest.raises(ValueError, match="pass all three, test_file alone"):
+        build_ud(None, None, 0, dev_file="a.conllu", test_file="b.conllu")
+
+
 @pytest.mark.data
 def test_ud_english_ewt_counts(shared_data, tmp_path):
     src = shared_data / "ud_english_ewt"
