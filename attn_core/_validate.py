@@ -13,6 +13,16 @@ def fail(name: str, value: object, allowed: str) -> None:
     raise ValueError(f"{name}={value!r} is invalid: {allowed}")
 
 
+def is_int(value: object, low: int) -> bool:
+    """``value`` is an ``int`` (not a ``bool``) and ``>= low``: the one integer rule of every check."""
+    return not isinstance(value, bool) and isinstance(value, int) and value >= low
+
+
+def check_positive_int(name: str, value: object) -> None:
+    if not is_int(value, 1):
+        fail(name, value, "expected a positive int")
+
+
 def check_choice(name: str, value: object, choices: Iterable[str]) -> None:
     choices = tuple(choices)
     if value not in choices:
@@ -31,7 +41,7 @@ def check_tensor(name: str, t: object, ndim: int | tuple[int, ...], layout: str)
 def check_window(window: object) -> None:
     if window is None:
         return
-    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+    if not is_int(window, 0):
         fail("window", window, "expected None (full attention) or an int >= 0")
 
 

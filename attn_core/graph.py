@@ -14,7 +14,7 @@ through the optional compiled ``pyg-lib``/``torch-sparse``; written here with to
 
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import Callable, Iterator, Union
 
 import torch
 import torch.nn.functional as F
@@ -30,8 +30,12 @@ ScoreFn = Callable[[Tensor, Tensor, Tensor], Tensor]
 _CHUNK_ELEMENTS = 1 << 22
 
 
-def _chunk(num_edges: int, width: int) -> int:
-    return max(1024, _CHUNK_ELEMENTS // max(width, 1))
+def _edge_chunks(num_edges: int, width: int) -> Iterator[slice]:
+    """Consecutive slices of ``range(num_edges)``, each small enough that gathering ``width``
+    features per edge stays near :data:`_CHUNK_ELEMENTS` elements (at least 1024 edges)."""
+    step = max(1024, _CHUNK_ELEMENTS // max(width, 1))
+    for s in range(0, num_edges, step):
+        yield slice(s, s + step)
 
 
 class _EdgeDot(torch.autograd.Function):
@@ -41,9 +45,7 @@ class _EdgeDot(torch.autograd.Function):
     def forward(ctx, q: Tensor, k: Tensor, src: Tensor, dst: Tensor) -> Tensor:
         n_e, (_, h, d) = src.numel(), q.shape
         out = q.new_empty(n_e, h)  # (E, H)
-        step = _chunk(n_e, h * d)
-        for s in range(0, n_e, step):
-            e = slice(s, s + step)
+        for e in _edge_chunks(n_e, h * d):
             out[e] = (q.index_select(0, dst[e]) * k.index_select(0, src[e])).sum(-1)
         ctx.save_for_backward(q, k, src, dst)
         return out
@@ -53,9 +55,7 @@ class _EdgeDot(torch.autograd.Function):
         q, k, src, dst = ctx.saved_tensors
         gq = torch.zeros_like(q) if ctx.needs_input_grad[0] else None
         gk = torch.zeros_like(k) if ctx.needs_input_grad[1] else None
-        step = _chunk(src.numel(), q.shape[1] * q.shape[2])
-        for s in range(0, src.numel(), step):
-            e = slice(s, s + step)
+        for e in _edge_chunks(src.numel(), q.shape[1] * q.shape[2]):
             g = grad[e].unsqueeze(-1)  # (e, H, 1)
             if gq is not None:
                 gq.index_add_(0, dst[e], g * k.index_select(0, src[e]))
@@ -71,9 +71,7 @@ class _EdgeAggregate(torch.autograd.Function):
     def forward(ctx, p: Tensor, v: Tensor, src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
         _, h, dv = v.shape
         out = v.new_zeros(num_nodes, h, dv)  # (N, H, Dv)
-        step = _chunk(src.numel(), h * dv)
-        for s in range(0, src.numel(), step):
-            e = slice(s, s + step)
+        for e in _edge_chunks(src.numel(), h * dv):
             out.index_add_(0, dst[e], p[e].unsqueeze(-1) * v.index_select(0, src[e]))
         ctx.save_for_backward(p, v, src, dst)
         return out
@@ -83,9 +81,7 @@ class _EdgeAggregate(torch.autograd.Function):
         p, v, src, dst = ctx.saved_tensors
         gp = torch.empty_like(p) if ctx.needs_input_grad[0] else None
         gv = torch.zeros_like(v) if ctx.needs_input_grad[1] else None
-        step = _chunk(src.numel(), v.shape[1] * v.shape[2])
-        for s in range(0, src.numel(), step):
-            e = slice(s, s + step)
+        for e in _edge_chunks(src.numel(), v.shape[1] * v.shape[2]):
             g_dst = grad.index_select(0, dst[e])  # (e, H, Dv)
             if gp is not None:
                 gp[e] = (g_dst * v.index_select(0, src[e])).sum(-1)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attn_core import _validate as V
+
 __all__ = [
     "causal_mask",
     "window_allows",
@@ -147,7 +149,7 @@ def graph_mask(edge_index: Tensor, num_nodes: int) -> Tensor:
 
 def _check_grid(h: object, w: object, radius: object) -> None:
     for name, val, low in (("h", h, 1), ("w", w, 1), ("radius", radius, 0)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < low:
+        if not V.is_int(val, low):
             raise ValueError(f"{name}={val!r}: expected an int >= {low}")
 
 

@@ -58,9 +58,8 @@ class MultiHeadAttention(nn.Module):
         max_len: int | None = None,
     ) -> None:
         super().__init__()
-        for name, val in (("embed_dim", embed_dim), ("num_heads", num_heads)):
-            if isinstance(val, bool) or not isinstance(val, int) or val <= 0:
-                V.fail(name, val, "expected a positive int")
+        V.check_positive_int("embed_dim", embed_dim)
+        V.check_positive_int("num_heads", num_heads)
         if embed_dim % num_heads:
             V.fail("num_heads", num_heads, f"must divide embed_dim={embed_dim}")
         spec = check_pattern(pattern, causal=bool(causal), kind=None)

@@ -255,7 +255,7 @@ def make_pattern_state(
     """The per-layer state of pattern ``name`` (``None`` when it has none), from its resolved
     ``params``. A pattern with ``needs_max_len`` refuses ``max_len=None``."""
     spec = get_pattern(name)
-    if spec.needs_max_len and (isinstance(max_len, bool) or not isinstance(max_len, int) or max_len <= 0):
+    if spec.needs_max_len and not V.is_int(max_len, 1):
         V.fail("max_len", max_len, f"pattern={name!r} needs max_len, the longest sequence (a positive int)")
     if spec.make_state is None:
         return None

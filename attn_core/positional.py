@@ -21,17 +21,12 @@ from attn_core import _validate as V
 __all__ = ["SinusoidalPositionalEncoding", "LearnedPositionalEmbedding", "sinusoidal_table"]
 
 
-def _check_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        V.fail(name, value, "expected a positive int")
-
-
 def _check_input(x: object, dim: int, offset: object, max_len: int) -> Tensor:
     """``x (B, L, E)`` with ``E == dim`` and ``0 <= offset``, ``offset + L <= max_len``."""
     t = V.check_tensor("x", x, 3, f"(B, L, E) with E = dim = {dim}")
     if t.shape[-1] != dim:
         raise ValueError(f"x has shape {tuple(t.shape)}: expected (B, L, E) with E = dim = {dim}")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+    if not V.is_int(offset, 0):
         V.fail("offset", offset, "expected an int >= 0")
     assert isinstance(offset, int)
     if offset + t.shape[1] > max_len:
@@ -68,8 +63,8 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def __init__(self, dim: int, max_len: int = 10000, dropout: float = 0.0) -> None:
         super().__init__()
-        _check_positive_int("dim", dim)
-        _check_positive_int("max_len", max_len)
+        V.check_positive_int("dim", dim)
+        V.check_positive_int("max_len", max_len)
         V.check_dropout(dropout, "dropout")
         self.dim, self.max_len = dim, max_len
         self.register_buffer("pe", sinusoidal_table(max_len, dim, torch.get_default_dtype()), persistent=False)
@@ -93,8 +88,8 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def __init__(self, max_len: int, dim: int, dropout: float = 0.0) -> None:
         super().__init__()
-        _check_positive_int("max_len", max_len)
-        _check_positive_int("dim", dim)
+        V.check_positive_int("max_len", max_len)
+        V.check_positive_int("dim", dim)
         V.check_dropout(dropout, "dropout")
         self.dim, self.max_len = dim, max_len
         self.embedding = nn.Embedding(max_len, dim)

@@ -26,9 +26,13 @@ __all__ = ["AdditiveAttention", "LuongAttention"]
 LUONG_SCORES = ("dot", "general", "concat")
 
 
-def _check_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        V.fail(name, value, "expected a positive int")
+def _check_dims(query_dim: object, key_dim: object, **optional: object) -> None:
+    """``query_dim``, ``key_dim`` and every ``optional`` size given (not ``None``) are positive ints."""
+    V.check_positive_int("query_dim", query_dim)
+    V.check_positive_int("key_dim", key_dim)
+    for name, val in optional.items():
+        if val is not None:
+            V.check_positive_int(name, val)
 
 
 def _check_inputs(
@@ -69,7 +73,8 @@ def _check_inputs(
 class _MLPScore(nn.Module):
     """``score(q, k) = v^T tanh(W_q q + W_k k + b)``: Bahdanau's additive score, also Luong's
     ``concat`` (``W [q; k]`` split into ``W_q q + W_k k``). The key projection does not depend on
-    the query, so a decoder can compute it once per source sequence (:meth:`project_keys`)."""
+    the query, so a decoder can compute it once per source sequence (:meth:`project_keys`);
+    :meth:`attend` is the whole attention on that score, shared by both classes."""
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int) -> None:
         super().__init__()
@@ -83,6 +88,15 @@ class _MLPScore(nn.Module):
     def forward(self, query: Tensor, projected_keys: Tensor) -> Tensor:
         hidden = torch.tanh(self.query_proj(query)[:, None, :] + projected_keys)  # (B, L, Hd)
         return self.v(hidden).squeeze(-1)  # (B, L)
+
+    def attend(
+        self, query: Tensor, projected_keys: Tensor, values: Tensor, key_padding_mask: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        """``query (B, Dq)``, ``projected_keys (B, L, Hd)``, ``values (B, L, Dv)`` ->
+        ``(context (B, Dv), weights (B, L))``: softmax of the score over real keys."""
+        weights = masked_softmax(self(query, projected_keys), key_padding_mask)  # (B, L)
+        context = torch.bmm(weights[:, None, :], values).squeeze(1)  # (B, Dv)
+        return context, weights
 
 
 def _check_projected_keys(projected_keys: Tensor, keys: Tensor, hidden_dim: int) -> None:
@@ -113,10 +127,7 @@ class AdditiveAttention(nn.Module):
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int | None = None, value_dim: int | None = None) -> None:
         super().__init__()
         hidden_dim = key_dim if hidden_dim is None else hidden_dim
-        for name, val in (("query_dim", query_dim), ("key_dim", key_dim), ("hidden_dim", hidden_dim)):
-            _check_positive_int(name, val)
-        if value_dim is not None:
-            _check_positive_int("value_dim", value_dim)
+        _check_dims(query_dim, key_dim, hidden_dim=hidden_dim, value_dim=value_dim)
         self.query_dim, self.key_dim, self.hidden_dim, self.value_dim = query_dim, key_dim, hidden_dim, value_dim
         self.mlp = _MLPScore(query_dim, key_dim, hidden_dim)
 
@@ -143,10 +154,7 @@ class AdditiveAttention(nn.Module):
             projected_keys = self.mlp.project_keys(k)  # (B, L, Hd)
         else:
             _check_projected_keys(projected_keys, k, self.hidden_dim)
-        scores = self.mlp(q, projected_keys)  # (B, L)
-        weights = masked_softmax(scores, kpm)  # (B, L)
-        context = torch.bmm(weights[:, None, :], v).squeeze(1)  # (B, Dv)
-        return context, weights
+        return self.mlp.attend(q, projected_keys, v, kpm)
 
 
 class LuongAttention(nn.Module):
@@ -176,12 +184,7 @@ class LuongAttention(nn.Module):
     ) -> None:
         super().__init__()
         V.check_choice("score", score, LUONG_SCORES)
-        _check_positive_int("query_dim", query_dim)
-        _check_positive_int("key_dim", key_dim)
-        if value_dim is not None:
-            _check_positive_int("value_dim", value_dim)
-        if hidden_dim is not None:
-            _check_positive_int("hidden_dim", hidden_dim)
+        _check_dims(query_dim, key_dim, value_dim=value_dim, hidden_dim=hidden_dim)
         if score == "dot" and query_dim != key_dim:
             raise ValueError(
                 f"key_dim={key_dim} is invalid with score='dot': it must equal query_dim={query_dim} "
@@ -209,10 +212,7 @@ class LuongAttention(nn.Module):
         ``key_padding_mask (B, L)`` bool (``True`` = real) -> ``(context (B, Dv), weights (B, L))``."""
         q, k, v, kpm = _check_inputs(query, keys, values, key_padding_mask, self.query_dim, self.key_dim, self.value_dim)
         if self.mlp is not None:  # concat
-            scores = self.mlp(q, self.mlp.project_keys(k))  # (B, L)
-            weights = masked_softmax(scores, kpm)  # (B, L)
-            context = torch.bmm(weights[:, None, :], v).squeeze(1)  # (B, Dv)
-            return context, weights
+            return self.mlp.attend(q, self.mlp.project_keys(k), v, kpm)
         if self.query_proj is not None:  # general: q^T W k = (W^T q) . k
             q = self.query_proj(q)  # (B, Dk)
         out, probs = attention(

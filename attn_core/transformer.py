@@ -56,8 +56,7 @@ def _check_common(
     activation: object, attn_dropout: object, layer_norm_eps: object,
 ) -> None:
     for name, val in (("d_model", d_model), ("num_heads", num_heads), ("dim_feedforward", dim_feedforward)):
-        if isinstance(val, bool) or not isinstance(val, int) or val <= 0:
-            V.fail(name, val, "expected a positive int")
+        V.check_positive_int(name, val)
     V.check_dropout(dropout, "dropout")
     if attn_dropout is not None:
         V.check_dropout(attn_dropout, "attn_dropout")
@@ -66,18 +65,70 @@ def _check_common(
         V.fail("layer_norm_eps", layer_norm_eps, "expected a positive float")
 
 
-class _FeedForward(nn.Module):
-    """Shared FFN half of both layers: ``linear2(dropout(act(linear1(x))))`` (dropout2/3 outside)."""
+class _ResidualLayer(nn.Module):
+    """What both layers share: the argument checks, the feed-forward network, one
+    ``norm{i}``/``dropout{i}`` per residual block (torch's names), the pre-/post-LN rule and the
+    dropped-out attention call. A subclass builds its attention modules between
+    :meth:`_init_common` and :meth:`_init_blocks` (that order fixes the parameter init order)."""
 
+    self_attn: MultiHeadAttention
     linear1: nn.Linear
     linear2: nn.Linear
-    dropout: nn.Dropout
+    dropout: nn.Dropout  # inside the FFN
+    norm1: nn.LayerNorm
+    norm2: nn.LayerNorm
+    dropout1: nn.Dropout
+    dropout2: nn.Dropout
+
+    def _init_common(
+        self, d_model: int, num_heads: int, dim_feedforward: int | None, dropout: float, activation: str,
+        norm_first: bool, attn_dropout: float | None, layer_norm_eps: float,
+    ) -> tuple[int, float]:
+        """Check and store the shared arguments; returns ``(dim_feedforward, attention dropout)``."""
+        dim_feedforward = 4 * d_model if dim_feedforward is None and isinstance(d_model, int) else dim_feedforward
+        _check_common(d_model, num_heads, dim_feedforward, dropout, activation, attn_dropout, layer_norm_eps)
+        assert dim_feedforward is not None
+        self.d_model, self.norm_first, self.activation = d_model, bool(norm_first), activation
+        return dim_feedforward, dropout if attn_dropout is None else attn_dropout
+
+    def _init_blocks(
+        self, blocks: int, d_model: int, dim_feedforward: int, dropout: float, activation: str, layer_norm_eps: float
+    ) -> None:
+        """The FFN (``linear1``, ``linear2``, inner ``dropout``), then ``norm1..blocks`` and
+        ``dropout1..blocks`` (one per residual block)."""
+        self.linear1 = nn.Linear(d_model, dim_feedforward)
+        self.linear2 = nn.Linear(dim_feedforward, d_model)
+        for i in range(1, blocks + 1):
+            setattr(self, f"norm{i}", nn.LayerNorm(d_model, eps=layer_norm_eps))
+        self.dropout = nn.Dropout(dropout)
+        for i in range(1, blocks + 1):
+            setattr(self, f"dropout{i}", nn.Dropout(dropout))
+        self.activation_fn = ACTIVATIONS[activation]
+
+    @property
+    def pattern(self) -> str:
+        return self.self_attn.pattern
 
     def _ff(self, x: Tensor) -> Tensor:
         return self.linear2(self.dropout(self.activation_fn(self.linear1(x))))  # (..., E)
 
+    def _residual(self, x: Tensor, norm: nn.LayerNorm, block: Callable[[Tensor], Tensor]) -> Tensor:
+        """One residual block: pre-LN ``x + block(norm(x))`` or post-LN ``norm(x + block(x))``."""
+        return x + block(norm(x)) if self.norm_first else norm(x + block(x))
 
-class TransformerEncoderLayer(_FeedForward):
+    @staticmethod
+    def _attend(
+        attn: MultiHeadAttention, drop: nn.Dropout, weights: list[Tensor] | None, *args: Tensor, **kwargs: Tensor | None
+    ) -> Tensor:
+        """``drop(attn(*args, **kwargs))``; given a ``weights`` list, also appends the attention weights to it."""
+        if weights is None:
+            return drop(attn(*args, **kwargs))
+        out, w = attn(*args, need_weights=True, **kwargs)
+        weights.append(w)
+        return drop(out)
+
+
+class TransformerEncoderLayer(_ResidualLayer):
     """Self-attention + feed-forward, each a residual block, pre-LN or post-LN.
 
     * ``norm_first=True`` (pre-LN): ``x = x + drop(attn(norm1(x)))``; ``x = x + drop(ff(norm2(x)))``.
@@ -115,32 +166,15 @@ class TransformerEncoderLayer(_FeedForward):
         max_len: int | None = None,
     ) -> None:
         super().__init__()
-        dim_feedforward = 4 * d_model if dim_feedforward is None and isinstance(d_model, int) else dim_feedforward
-        _check_common(d_model, num_heads, dim_feedforward, dropout, activation, attn_dropout, layer_norm_eps)
-        assert dim_feedforward is not None
-        self.d_model, self.norm_first, self.activation = d_model, bool(norm_first), activation
+        ff, p_attn = self._init_common(
+            d_model, num_heads, dim_feedforward, dropout, activation, norm_first, attn_dropout, layer_norm_eps
+        )
         self.self_attn = MultiHeadAttention(
-            d_model, num_heads, pattern=pattern, window=window, causal=causal,
-            dropout=dropout if attn_dropout is None else attn_dropout, score=score,
+            d_model, num_heads, pattern=pattern, window=window, causal=causal, dropout=p_attn, score=score,
             pattern_params=pattern_params, max_len=max_len,
         )
-        self.linear1 = nn.Linear(d_model, dim_feedforward)
-        self.linear2 = nn.Linear(dim_feedforward, d_model)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)  # inside the FFN
-        self.dropout1 = nn.Dropout(dropout)  # attention branch
-        self.dropout2 = nn.Dropout(dropout)  # FFN branch
-        self.activation_fn = ACTIVATIONS[activation]
-
-    @property
-    def pattern(self) -> str:
-        return self.self_attn.pattern
-
-    def _sa(self, x: Tensor, kpm: Tensor | None, edge_index: Tensor | None, need_weights: bool):
-        res = self.self_attn(x, key_padding_mask=kpm, edge_index=edge_index, need_weights=need_weights)
-        out, w = res if need_weights else (res, None)
-        return self.dropout1(out), w  # (B, L, E) | (N, E)
+        # blocks: 1 = self-attention, 2 = FFN
+        self._init_blocks(2, d_model, ff, dropout, activation, layer_norm_eps)
 
     def forward(
         self,
@@ -152,18 +186,15 @@ class TransformerEncoderLayer(_FeedForward):
     ) -> Tensor | tuple[Tensor, Tensor]:
         """``x (B, L, E)`` or ``(N, E)`` -> same shape; with ``need_weights`` also the
         self-attention weights (``(B, H, L, L)`` for sequences, ``(E, H)`` per edge for graphs)."""
-        if self.norm_first:
-            a, w = self._sa(self.norm1(x), key_padding_mask, edge_index, need_weights)
-            x = x + a
-            x = x + self.dropout2(self._ff(self.norm2(x)))
-        else:
-            a, w = self._sa(x, key_padding_mask, edge_index, need_weights)
-            x = self.norm1(x + a)
-            x = self.norm2(x + self.dropout2(self._ff(x)))
-        return (x, w) if need_weights else x  # type: ignore[return-value]
+        weights: list[Tensor] | None = [] if need_weights else None
+        x = self._residual(x, self.norm1, lambda h: self._attend(
+            self.self_attn, self.dropout1, weights, h, key_padding_mask=key_padding_mask, edge_index=edge_index
+        ))  # (B, L, E) | (N, E)
+        x = self._residual(x, self.norm2, lambda h: self.dropout2(self._ff(h)))
+        return (x, weights[0]) if weights is not None else x
 
 
-class TransformerDecoderLayer(_FeedForward):
+class TransformerDecoderLayer(_ResidualLayer):
     """Masked self-attention + cross-attention over ``memory`` + feed-forward, pre-LN or post-LN.
 
     Self-attention is causal by default and may be any causal-capable sequence pattern
@@ -174,6 +205,9 @@ class TransformerDecoderLayer(_FeedForward):
     (B, Ls), need_weights)`` -> ``out (B, Lt, E)``, or ``(out, cross_weights (B, H, Lt, Ls))`` so tasks
     can plot alignments. :meth:`step` is the incremental (key/value-cached) form for inference.
     """
+
+    norm3: nn.LayerNorm
+    dropout3: nn.Dropout
 
     def __init__(
         self,
@@ -194,12 +228,10 @@ class TransformerDecoderLayer(_FeedForward):
         max_len: int | None = None,
     ) -> None:
         super().__init__()
-        dim_feedforward = 4 * d_model if dim_feedforward is None and isinstance(d_model, int) else dim_feedforward
-        _check_common(d_model, num_heads, dim_feedforward, dropout, activation, attn_dropout, layer_norm_eps)
+        ff, p_attn = self._init_common(
+            d_model, num_heads, dim_feedforward, dropout, activation, norm_first, attn_dropout, layer_norm_eps
+        )
         check_pattern(pattern, causal=True)  # a decoder generates left to right
-        assert dim_feedforward is not None
-        p_attn = dropout if attn_dropout is None else attn_dropout
-        self.d_model, self.norm_first, self.activation = d_model, bool(norm_first), activation
         self.self_attn = MultiHeadAttention(
             d_model, num_heads, pattern=pattern, window=window, causal=causal, dropout=p_attn,
             pattern_params=pattern_params, max_len=max_len,
@@ -207,45 +239,15 @@ class TransformerDecoderLayer(_FeedForward):
         self.multihead_attn = MultiHeadAttention(  # cross-attention (torch's name)
             d_model, num_heads, pattern="full", dropout=p_attn, kdim=memory_dim, vdim=memory_dim
         )
-        self.linear1 = nn.Linear(d_model, dim_feedforward)
-        self.linear2 = nn.Linear(dim_feedforward, d_model)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.dropout3 = nn.Dropout(dropout)
-        self.activation_fn = ACTIVATIONS[activation]
+        # blocks: 1 = self-attention, 2 = cross-attention, 3 = FFN
+        self._init_blocks(3, d_model, ff, dropout, activation, layer_norm_eps)
 
-    @property
-    def pattern(self) -> str:
-        return self.self_attn.pattern
-
-    def _sa(self, x: Tensor, kpm: Tensor | None) -> Tensor:
-        return self.dropout1(self.self_attn(x, key_padding_mask=kpm))  # (B, Lt, E)
-
-    def _ca(self, x: Tensor, memory: Tensor, kpm: Tensor | None, need_weights: bool):
-        res = self.multihead_attn(x, memory, memory, key_padding_mask=kpm, need_weights=need_weights)
-        out, w = res if need_weights else (res, None)
-        return self.dropout2(out), w  # (B, Lt, E), (B, H, Lt, Ls) | None
-
-    def _residual_blocks(
-        self, x: Tensor, sa: Callable[[Tensor], Tensor], ca: Callable[[Tensor], tuple[Tensor, Tensor | None]]
-    ) -> tuple[Tensor, Tensor | None]:
-        """The layer's residual structure around ``sa`` (dropped-out self-attention output) and
-        ``ca`` (cross-attention output, weights), shared by :meth:`forward` and :meth:`step`."""
-        if self.norm_first:
-            x = x + sa(self.norm1(x))
-            c, w = ca(self.norm2(x))
-            x = x + c
-            x = x + self.dropout3(self._ff(self.norm3(x)))
-        else:
-            x = self.norm1(x + sa(x))
-            c, w = ca(x)
-            x = self.norm2(x + c)
-            x = self.norm3(x + self.dropout3(self._ff(x)))
-        return x, w
+    def _residual_blocks(self, x: Tensor, sa: Callable[[Tensor], Tensor], ca: Callable[[Tensor], Tensor]) -> Tensor:
+        """The layer's three residual blocks around ``sa`` and ``ca`` (dropped-out self- and
+        cross-attention outputs ``(B, Lt, E)``), shared by :meth:`forward` and :meth:`step`."""
+        x = self._residual(x, self.norm1, sa)
+        x = self._residual(x, self.norm2, ca)
+        return self._residual(x, self.norm3, lambda h: self.dropout3(self._ff(h)))
 
     def forward(
         self,
@@ -257,12 +259,15 @@ class TransformerDecoderLayer(_FeedForward):
         need_weights: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """``x (B, Lt, E)``, ``memory (B, Ls, Em)`` -> ``(B, Lt, E)`` [, cross weights ``(B, H, Lt, Ls)``]."""
-        x, w = self._residual_blocks(
+        weights: list[Tensor] | None = [] if need_weights else None
+        x = self._residual_blocks(
             x,
-            lambda h: self._sa(h, tgt_key_padding_mask),
-            lambda h: self._ca(h, memory, memory_key_padding_mask, need_weights),
+            lambda h: self._attend(self.self_attn, self.dropout1, None, h, key_padding_mask=tgt_key_padding_mask),
+            lambda h: self._attend(
+                self.multihead_attn, self.dropout2, weights, h, memory, memory, key_padding_mask=memory_key_padding_mask
+            ),
         )
-        return (x, w) if need_weights else x  # type: ignore[return-value]
+        return (x, weights[0]) if weights is not None else x
 
     def project_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """``memory (B, Ls, Em)`` -> cross-attention ``k, v (B, H, Ls, Dh)``, computed once per
@@ -300,20 +305,47 @@ class TransformerDecoderLayer(_FeedForward):
             new_kv.extend((torch.cat([self_kv[0], k], 2), torch.cat([self_kv[1], v], 2)))
             return self.dropout1(self.self_attn.step(h, *new_kv))
 
-        def ca(h: Tensor) -> tuple[Tensor, None]:
-            out = self.multihead_attn.step(h, *cross_kv, key_padding_mask=memory_key_padding_mask)
-            return self.dropout2(out), None  # type: ignore[arg-type]
+        def ca(h: Tensor) -> Tensor:  # attend over the projected memory
+            return self.dropout2(self.multihead_attn.step(h, *cross_kv, key_padding_mask=memory_key_padding_mask))
 
-        out, _ = self._residual_blocks(x, sa, ca)
+        out = self._residual_blocks(x, sa, ca)  # (B, 1, E)
         return out, (new_kv[0], new_kv[1])
 
 
-def _check_stack(num_layers: object) -> None:
-    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers <= 0:
-        V.fail("num_layers", num_layers, "expected a positive int")
+class _Stack(nn.Module):
+    """What both stacks share: ``num_layers`` independent layers from ``make_layer``, the
+    optional final LayerNorm (default ``norm_first``) and the loop that collects weights."""
+
+    def __init__(
+        self, make_layer: Callable[[], nn.Module], num_layers: int, d_model: int, layer_norm_eps: float,
+        norm_first: bool, final_norm: bool | None,
+    ) -> None:
+        super().__init__()
+        V.check_positive_int("num_layers", num_layers)
+        self.layers = nn.ModuleList(make_layer() for _ in range(num_layers))
+        final_norm = norm_first if final_norm is None else final_norm
+        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if final_norm else None
+
+    def _final(self, x: Tensor) -> Tensor:
+        return x if self.norm is None else self.norm(x)
+
+    def _run(
+        self, x: Tensor, need_weights: bool, call: Callable[[nn.Module, Tensor], Tensor | tuple[Tensor, Tensor]]
+    ) -> Tensor | tuple[Tensor, list[Tensor]]:
+        """``x`` through every ``call(layer, x)`` (which returns ``(x, w)`` when ``need_weights``),
+        then the final norm; with ``need_weights`` also the list of per-layer ``w``."""
+        weights: list[Tensor] = []
+        for layer in self.layers:
+            res = call(layer, x)
+            if need_weights:
+                x, w = res
+                weights.append(w)
+            else:
+                x = res  # type: ignore[assignment]
+        return (self._final(x), weights) if need_weights else self._final(x)
 
 
-class TransformerEncoder(nn.Module):
+class TransformerEncoder(_Stack):
     """``num_layers`` independent :class:`TransformerEncoderLayer` s built from the same arguments,
     then a final LayerNorm (``final_norm``, default ``norm_first``: pre-LN stacks need it, post-LN
     stacks already end in one).
@@ -342,18 +374,14 @@ class TransformerEncoder(nn.Module):
         pattern_params: dict | None = None,
         max_len: int | None = None,
     ) -> None:
-        super().__init__()
-        _check_stack(num_layers)
-        self.layers = nn.ModuleList(
-            TransformerEncoderLayer(
+        super().__init__(
+            lambda: TransformerEncoderLayer(
                 d_model, num_heads, dim_feedforward, dropout, activation, norm_first, pattern, window,
                 causal, attn_dropout, layer_norm_eps=layer_norm_eps, score=score,
                 pattern_params=pattern_params, max_len=max_len,
-            )
-            for _ in range(num_layers)
+            ),
+            num_layers, d_model, layer_norm_eps, norm_first, final_norm,
         )
-        final_norm = norm_first if final_norm is None else final_norm
-        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if final_norm else None
 
     def forward(
         self,
@@ -364,20 +392,12 @@ class TransformerEncoder(nn.Module):
         need_weights: bool = False,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """``x (B, L, E)`` or ``(N, E)`` -> same shape [, list of per-layer weights]."""
-        weights: list[Tensor] = []
-        for layer in self.layers:
-            res = layer(x, key_padding_mask=key_padding_mask, edge_index=edge_index, need_weights=need_weights)
-            if need_weights:
-                x, w = res
-                weights.append(w)
-            else:
-                x = res
-        if self.norm is not None:
-            x = self.norm(x)
-        return (x, weights) if need_weights else x
+        return self._run(x, need_weights, lambda layer, h: layer(
+            h, key_padding_mask=key_padding_mask, edge_index=edge_index, need_weights=need_weights
+        ))
 
 
-class TransformerDecoder(nn.Module):
+class TransformerDecoder(_Stack):
     """``num_layers`` independent :class:`TransformerDecoderLayer` s + optional final LayerNorm
     (default ``norm_first``). ``need_weights`` returns the list of per-layer cross-attention
     weights ``(B, H, Lt, Ls)``.
@@ -411,18 +431,14 @@ class TransformerDecoder(nn.Module):
         pattern_params: dict | None = None,
         max_len: int | None = None,
     ) -> None:
-        super().__init__()
-        _check_stack(num_layers)
-        self.layers = nn.ModuleList(
-            TransformerDecoderLayer(
+        super().__init__(
+            lambda: TransformerDecoderLayer(
                 d_model, num_heads, dim_feedforward, dropout, activation, norm_first, pattern, window,
                 causal, attn_dropout, layer_norm_eps=layer_norm_eps, memory_dim=memory_dim,
                 pattern_params=pattern_params, max_len=max_len,
-            )
-            for _ in range(num_layers)
+            ),
+            num_layers, d_model, layer_norm_eps, norm_first, final_norm,
         )
-        final_norm = norm_first if final_norm is None else final_norm
-        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if final_norm else None
 
     def forward(
         self,
@@ -434,20 +450,10 @@ class TransformerDecoder(nn.Module):
         need_weights: bool = False,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """``x (B, Lt, E)``, ``memory (B, Ls, Em)`` -> ``(B, Lt, E)`` [, list of cross weights]."""
-        weights: list[Tensor] = []
-        for layer in self.layers:
-            res = layer(
-                x, memory, tgt_key_padding_mask=tgt_key_padding_mask,
-                memory_key_padding_mask=memory_key_padding_mask, need_weights=need_weights,
-            )
-            if need_weights:
-                x, w = res
-                weights.append(w)
-            else:
-                x = res
-        if self.norm is not None:
-            x = self.norm(x)
-        return (x, weights) if need_weights else x
+        return self._run(x, need_weights, lambda layer, h: layer(
+            h, memory, tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask, need_weights=need_weights,
+        ))
 
     def init_cache(self, memory: Tensor) -> KVCache:
         """``memory (B, Ls, Em)`` -> the :data:`KVCache` before the first step: every layer's
@@ -481,9 +487,7 @@ class TransformerDecoder(nn.Module):
             x, (new[sk], new[sv]) = layer.step(
                 x, (cache[sk], cache[sv]), (cache[ck], cache[cv]), memory_key_padding_mask=memory_key_padding_mask
             )
-        if self.norm is not None:
-            x = self.norm(x)
-        return x, new
+        return self._final(x), new
 
 
 def _cache_keys(layer: int) -> tuple[str, str, str, str]:

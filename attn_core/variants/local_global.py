@@ -32,7 +32,7 @@ def _check(params: dict[str, Any]) -> None:
         V.fail("window", None, "pattern='local_global' needs an int window >= 0")
     V.check_window(params["window"])
     g = params["global_tokens"]
-    if isinstance(g, bool) or not isinstance(g, int) or g < 0:
+    if not V.is_int(g, 0):
         V.fail("global_tokens", g, "expected an int >= 0 (the first positions that are global)")
 
 

@@ -26,6 +26,16 @@ def _inputs(b=3, l=5, dq=4, dk=4, dv=6, seed=0, grad=True):
     return q, k, v, kpm
 
 
+#: One builder per score (Bahdanau, Luong dot/general/concat) for the tests every score must pass.
+ALL_SCORES = [
+    lambda: AdditiveAttention(4, 4),
+    lambda: LuongAttention(4, 4, score="dot"),
+    lambda: LuongAttention(4, 4, score="general"),
+    lambda: LuongAttention(4, 4, score="concat"),
+]
+ALL_SCORE_IDS = ["additive", "dot", "general", "concat"]
+
+
 def _grads(loss, tensors):
     return torch.autograd.grad(loss, tensors)
 
@@ -121,12 +131,7 @@ def test_bahdanau_hand_computed_case():
     torch.testing.assert_close(ctx, torch.tensor([[a2[0], a2[1]]], dtype=DT))
 
 
-@pytest.mark.parametrize("make", [
-    lambda: AdditiveAttention(4, 4),
-    lambda: LuongAttention(4, 4, score="dot"),
-    lambda: LuongAttention(4, 4, score="general"),
-    lambda: LuongAttention(4, 4, score="concat"),
-])
+@pytest.mark.parametrize("make", ALL_SCORES, ids=ALL_SCORE_IDS)
 def test_padding_gets_exact_zero_and_weights_sum_to_one(make):
     q, k, v, kpm = _inputs(seed=4, grad=False)
     att = make().double()
@@ -145,12 +150,7 @@ def test_padding_gets_exact_zero_and_weights_sum_to_one(make):
     torch.testing.assert_close(ctx[2], v[2, 0])
 
 
-@pytest.mark.parametrize("make", [
-    lambda: AdditiveAttention(4, 4),
-    lambda: LuongAttention(4, 4, score="dot"),
-    lambda: LuongAttention(4, 4, score="general"),
-    lambda: LuongAttention(4, 4, score="concat"),
-])
+@pytest.mark.parametrize("make", ALL_SCORES, ids=ALL_SCORE_IDS)
 def test_all_padding_row_gives_zeros_and_finite_grads(make):
     q, k, v, kpm = _inputs(seed=5)
     kpm[1] = False
