@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Every run measures a ~2 s speed fingerprint (benchmarks/fingerprint.py); tests keep it short.
+# Every run measures a ~2 s speed fingerprint (benchmarks/run/fingerprint.py); tests keep it short.
 # Set here, at import, so the CLI processes the tests start inherit it too.
 os.environ.setdefault("ATTNBENCH_FINGERPRINT_S", "0.05")
 

@@ -1,15 +1,17 @@
-"""Layering: the report and the domains never reach up into the command line, and the attention
-core stays free of Lightning. Checked twice: in the source (an import inside a function counts
-too) and in a fresh interpreter (what importing a module really pulls in)."""
+"""Layering: packages import only downwards (attn_core < tasks < benchmarks.config < run < report,
+micro < cli), the report and the domains never reach up into the command line, and the attention
+core stays free of Lightning. Checked in the source (an import inside a function counts too) and
+in a fresh interpreter (what importing a module really pulls in)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 #: an import statement of benchmarks.cli (not a mention in a docstring)
@@ -77,3 +79,67 @@ def test_attn_core_imports_no_lightning():
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('lightning', 'pytorch_lightning', 'lightning_fabric'))))\n")
     assert found == []
+
+
+# ----------------------------------------------------------------------------- package layers
+#: package -> the packages it must never import (directly or inside a function). A domain's
+#: ``report.py``/``bench.py`` plug into the report and the micro-benchmarks, so they are their own unit.
+FORBIDDEN = {
+    "attn_core": {"tasks", "tasks:ext", "benchmarks.config", "benchmarks.run", "benchmarks.report", "benchmarks.micro",
+                  "benchmarks.cli"},
+    "tasks": {"benchmarks.config", "benchmarks.run", "benchmarks.report", "benchmarks.micro", "benchmarks.cli"},
+    "benchmarks.config": {"benchmarks.run", "benchmarks.report", "benchmarks.micro", "benchmarks.cli"},
+    "benchmarks.run": {"benchmarks.report", "benchmarks.micro", "benchmarks.cli"},
+    "benchmarks.report": {"benchmarks.micro", "benchmarks.cli"},
+    "benchmarks.micro": {"benchmarks.cli"},
+    "tasks:ext": {"benchmarks.cli"},
+}
+
+
+def _unit(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] == "benchmarks":
+        return "benchmarks." + parts[1] if len(parts) > 1 and parts[1] in ("cli", "config", "run", "report", "micro") \
+            else "benchmarks"
+    if parts[0] == "tasks":
+        return "tasks:ext" if len(parts) > 2 and parts[2] in ("report", "bench") else "tasks"
+    return "attn_core" if parts[0] == "attn_core" else None
+
+
+def _imports(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{a.name}" for a in node.names)
+
+
+def _layer_violations(root: Path) -> list[str]:
+    found = []
+    for path in sorted(p for top in ("attn_core", "tasks", "benchmarks") for p in (root / top).rglob("*.py")):
+        here = _unit(".".join(path.relative_to(root).with_suffix("").parts))
+        for name in _imports(path):
+            there = _unit(name)
+            if there in FORBIDDEN.get(here, ()):
+                found.append(f"{path.relative_to(root)} imports {name} ({here} -> {there})")
+    return sorted(set(found))
+
+
+def test_packages_import_only_downwards():
+    assert _layer_violations(ROOT) == []
+
+
+def test_the_layer_check_finds_an_upward_import(tmp_path):
+    """The check can fail: config reaching up into the runner, inside a function."""
+    (tmp_path / "benchmarks" / "config").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "config" / "x.py").write_text("def f():\n    from benchmarks.run import runner\n")
+    (tmp_path / "attn_core").mkdir()
+    (tmp_path / "attn_core" / "y.py").write_text("import tasks.common.registry\n")
+    (tmp_path / "tasks" / "speech").mkdir(parents=True)
+    (tmp_path / "tasks" / "speech" / "report.py").write_text("from benchmarks.report import Table\n")
+    assert _layer_violations(tmp_path) == [
+        "attn_core/y.py imports tasks.common.registry (attn_core -> tasks)",
+        "benchmarks/config/x.py imports benchmarks.run (benchmarks.config -> benchmarks.run)",
+        "benchmarks/config/x.py imports benchmarks.run.runner (benchmarks.config -> benchmarks.run)",
+    ]

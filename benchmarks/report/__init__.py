@@ -1,7 +1,7 @@
 """The report: ``attnbench report [RESULTS_DIR]``.
 
 Reads only result files (the per-cell records and ``suite.json`` manifests under
-``RESULTS_DIR``, see :mod:`benchmarks.records`; and, when present, the micro-benchmarks'
+``RESULTS_DIR``, see :mod:`benchmarks.run.records`; and, when present, the micro-benchmarks'
 ``bench_attention.json``/``.png`` and ``bench_complexity.json``/``.png``) and writes into
 ``out_dir`` (default ``RESULTS_DIR``):
 
@@ -13,7 +13,7 @@ Reads only result files (the per-cell records and ``suite.json`` manifests under
 
 Sections: environment (with a note where records disagree), overview, per task/dataset a
 leaderboard, the best attention model against the best RNN and CNN baselines (difference
-with a 95% CI and a verdict, see :mod:`benchmarks.stats`) and plots; the attention scaling
+with a 95% CI and a verdict, see :mod:`benchmarks.report.stats`) and plots; the attention scaling
 benchmark; "Why self-attention: Table 1 measured" (the complexity benchmark); warnings (failed
 and missing cells, unequal seed counts, several git commits, ...).
 

@@ -15,8 +15,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from benchmarks import stats
-from benchmarks.records import load_manifests, load_records
+from benchmarks.report import stats
+from benchmarks.run.records import load_manifests, load_records
 from benchmarks.report.budget import budget_warnings
 from benchmarks.report.format import as_number, fmt_metric
 from benchmarks.report.results import (

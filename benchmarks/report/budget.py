@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable, Iterable
 
-from benchmarks.fingerprint import format_fingerprint
+from benchmarks.run.fingerprint import format_fingerprint
 
 #: the leaderboard's marker on a model some of whose seeds were ended by the time cap
 TIME_CAP_MARK = "†"

@@ -1,5 +1,5 @@
 """``attnbench report``: its arguments, which reports to write for the folders named, and the
-handler. A :class:`~benchmarks.report.ReportError` is a :class:`~benchmarks.schema.ConfigError`,
+handler. A :class:`~benchmarks.report.ReportError` is a :class:`~benchmarks.config.schema.ConfigError`,
 which the CLI prints as a one-line usage error (exit code 2); nothing here imports the CLI."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from benchmarks.records import MANIFEST, RUNS_DIR
+from benchmarks.run.records import MANIFEST, RUNS_DIR
 from benchmarks.report.build import write_report
 from benchmarks.report.results import ReportError
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 import base64
 import html as _html
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence, Union
+
+from tasks.common.io import write_atomic
 
 __all__ = [
     "Bold", "Code", "Inline", "Heading", "Paragraph", "Table", "Image", "BulletList", "Raw", "Block",
@@ -91,25 +92,21 @@ class Raw:
 Block = Union[Heading, Paragraph, Table, Image, BulletList, Raw]
 
 
-def _md_inline(x: Any) -> str:
-    if isinstance(x, Bold):
-        return f"**{x.text}**"
-    if isinstance(x, Code):
-        return f"`{x.text}`"
+def _inline(x: Any, bold: str, code: str, escape: Any) -> str:
+    """Inline spans in one markup: ``bold``/``code`` are templates around the escaped text."""
+    if isinstance(x, (Bold, Code)):
+        return (bold if isinstance(x, Bold) else code).format(escape(x.text))
     if isinstance(x, (list, tuple)):
-        return "".join(_md_inline(p) for p in x)
-    return str(x)
+        return "".join(_inline(p, bold, code, escape) for p in x)
+    return escape(str(x))
+
+
+def _md_inline(x: Any) -> str:
+    return _inline(x, "**{}**", "`{}`", str)
 
 
 def _html_inline(x: Any) -> str:
-    e = _html.escape
-    if isinstance(x, Bold):
-        return f"<b>{e(x.text)}</b>"
-    if isinstance(x, Code):
-        return f"<code>{e(x.text)}</code>"
-    if isinstance(x, (list, tuple)):
-        return "".join(_html_inline(p) for p in x)
-    return e(str(x))
+    return _inline(x, "<b>{}</b>", "<code>{}</code>", _html.escape)
 
 
 def _md_cell(x: Any) -> str:
@@ -200,14 +197,4 @@ def render_html(blocks: Sequence[Block], title: str) -> str:
 
 def write_text_atomic(path: Path, text: str) -> Path:
     """Write ``text`` so that a reader sees the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a report is for reading
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8", newline=""))

@@ -34,11 +34,15 @@ def fmt_si(x: Any, unit: str = "") -> str:
         return "–"
     if not math.isfinite(v):
         return f"{v}{unit}"
-    a = abs(v)
-    for factor, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= factor:
-            return f"{v / factor:.3g}{suffix}{unit}"
-    return f"{v:.3g}{unit}"
+    return _scaled(v, ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")), "{:.3g}{}" + unit, f"{v:.3g}{unit}")
+
+
+def _scaled(v: float, units: tuple[tuple[float, str], ...], fmt: str, small: str) -> str:
+    """``v`` in the largest of ``units`` (factor, suffix) it reaches, else ``small``."""
+    for factor, suffix in units:
+        if abs(v) >= factor:
+            return fmt.format(v / factor, suffix)
+    return small
 
 
 def fmt_bytes(x: Any) -> str:
@@ -46,10 +50,7 @@ def fmt_bytes(x: Any) -> str:
     v = as_number(x)
     if v is None:
         return "–"
-    for factor, suffix in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if abs(v) >= factor:
-            return f"{v / factor:.3g} {suffix}"
-    return f"{v:.0f} B"
+    return _scaled(v, ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")), "{:.3g} {}", f"{v:.0f} B")
 
 
 def fmt_seconds(x: Any) -> str:

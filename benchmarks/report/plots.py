@@ -5,12 +5,13 @@ when the group has nothing to draw."""
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from benchmarks import stats
+from tasks.common.io import write_atomic
+
+from benchmarks.report import stats
 from benchmarks.report.format import as_number, fmt_si
 from benchmarks.report.results import FAMILIES, Group, ModelResult
 
@@ -26,11 +27,7 @@ def _figure(figsize=(7.0, 4.5)):
 
 
 def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, format="png", bbox_inches="tight")
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", bbox_inches="tight"))
 
 
 def _legend_families(ax, families: Iterable[str]) -> None:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks import stats
-from benchmarks.schema import ConfigError
+from benchmarks.report import stats
+from benchmarks.config.schema import ConfigError
 
 __all__ = [
     "FAMILIES", "BASELINE_FAMILIES", "CONFIDENCE", "METRIC_BOUNDS", "Warn", "ReportError", "ModelResult",

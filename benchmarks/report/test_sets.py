@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from benchmarks import stats
-
+from benchmarks.report import stats
 __all__ = ["test_set_names", "test_set_table"]
 
 

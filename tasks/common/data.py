@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler, Subset
 
+from tasks.common.io import write_atomic
 from tasks.common.sampling import BucketBatchSampler, ShardedBatchSampler, rank_and_world
 
 __all__ = [
@@ -167,17 +168,6 @@ def file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def write_atomic(dst: Path, write: Callable[[Path], None]) -> None:
-    """``write(tmp)`` then rename ``tmp`` to ``dst``: readers never see a partial file."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, dst)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:

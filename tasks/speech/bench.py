@@ -8,7 +8,7 @@ attention (window ``w``), the LSTM and the CNN as ``L``. The networks are the ta
 (:mod:`tasks.speech.models`, built from the registry with their default parameters plus
 ``model_params``), so the numbers are those of the models in the benchmark tables.
 
-Every point runs in a fresh process (:func:`benchmarks.measure.run_isolated`) with a time limit
+Every point runs in a fresh process (:func:`benchmarks.run.measure.run_isolated`) with a time limit
 and, on CPU, a memory cap; peak memory is the growth over the inputs and parameters during one
 more step after the timed ones (activations, attention buffers and gradients). Checks (the
 issue's targets, at ``check_length`` frames): the best truncated preset is at least 3x faster
@@ -27,32 +27,27 @@ Writes ``<out>/bench_speech.json`` (after every point, atomically) and ``<out>/b
 from __future__ import annotations
 
 import sys
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-import benchmarks
-from benchmarks import measure
-from benchmarks.bench_common import (
-    run_main,
-    sweep_fields,
-    finish_sweep,
+from benchmarks.config import CONFIG_DIR
+from benchmarks.config.schema import ConfigError, Field
+from benchmarks.micro.checks import check, format_checks as _format_checks
+from benchmarks.micro.common import (
     attn_core_fingerprint,
-    busy_warning,
     mib,
-    point_record,
-    resolve_device,
-    resolve_mem_cap,
-    run_point,
     save_figure_atomic,
     set_threads,
+    status_line,
+    sweep_fields,
 )
-from benchmarks.schema import ConfigError, Field, apply_overrides, load_yaml, validate
+from benchmarks.micro.sweep import Sweep, config_loader, entry_point
+from benchmarks.run import measure
 
 __all__ = ["SCHEMA", "DEFAULT_CONFIG", "MATERIALISED", "RESULT_NAME", "load_config", "plan_points", "point_model",
            "run_sweep", "compute_checks", "format_checks", "plot_results", "main"]
 
-CONFIG_DIR = Path(benchmarks.__file__).resolve().parent / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "bench_speech.yaml"
 RESULT_NAME = "bench_speech"
 DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -81,27 +76,19 @@ SCHEMA: dict[str, Any] = {
 MATERIALISED = "transformer[materialised]"
 
 
-def load_config(path: str | Path | None = None, *, overrides: list[str] | tuple[str, ...] = (),
-                device: str | None = None, dtype: str | None = None) -> dict:
-    """Read, override (``key.sub=value``), validate and complete a config; model names are
-    checked against the speech task's registry."""
-    path = Path(path) if path is not None else DEFAULT_CONFIG
-    raw = apply_overrides(load_yaml(path), list(overrides))
-    if device is not None:
-        raw["device"] = device
-    if dtype is not None:
-        raw["dtype"] = "float32" if dtype == "auto" else dtype
-    cfg = validate(raw, SCHEMA, source=str(path))
+def _complete(cfg: dict, src: str) -> None:
+    """Model names are checked against the speech task's registry."""
     from tasks.common.registry import get_task
 
     task = get_task("speech")
     for m in cfg["models"]:
         if m not in task.models:
-            raise ConfigError(f"{path}: models: unknown model {m!r}; valid: {', '.join(task.models.names())}")
+            raise ConfigError(f"{src}: models: unknown model {m!r}; valid: {', '.join(task.models.names())}")
     if not isinstance(cfg["model_params"], dict):
-        raise ConfigError(f"{path}: model_params={cfg['model_params']!r} is invalid: expected a mapping")
-    cfg["config_path"] = str(path)
-    return cfg
+        raise ConfigError(f"{src}: model_params={cfg['model_params']!r} is invalid: expected a mapping")
+
+
+load_config = config_loader(SCHEMA, DEFAULT_CONFIG, complete=_complete, auto_dtype="float32")
 
 
 # --------------------------------------------------------------------------- planning
@@ -189,69 +176,31 @@ _KEEP = ("status", "reason", "time_ms", "min_ms", "max_ms", "iqr_ms", "times_ms"
 
 
 def _line(k: int, n: int, p: dict, r: dict) -> str:
-    head = f"[{k:>{len(str(n))}}/{n}] {p['method']:<16} L={p['L']:<6}"
-    if r["status"] == "ok":
-        return (f"{head} ok    {r['time_ms']:10.1f} ms (min {r['min_ms']:.1f}, n={r['repeats']})  "
-                f"peak +{mib(r.get('peak_mem_bytes'))}")
-    return f"{head} {r['status'].upper():<5} {r.get('reason', '')}"
+    return status_line(f"[{k:>{len(str(n))}}/{n}] {p['method']:<16} L={p['L']:<6}", r,
+                       lambda r: f"ok    {r['time_ms']:10.1f} ms (min {r['min_ms']:.1f}, n={r['repeats']})  "
+                                 f"peak +{mib(r.get('peak_mem_bytes'))}")
 
 
 def run_sweep(cfg: dict, out_dir: str | Path, *, log: Callable[[str], None] = print) -> dict:
     """Run every point of ``cfg``; write and return the results document."""
-    t_start = time.perf_counter()
-    device = resolve_device(cfg["device"])
-    cap = resolve_mem_cap(cfg, device)
-    timeout = cfg["point_timeout_s"][device]
-    out_dir = Path(out_dir)
-    json_path, png_path = out_dir / f"{RESULT_NAME}.json", out_dir / f"{RESULT_NAME}.png"
-    points = plan_points(cfg, device)
-    doc: dict[str, Any] = {
-        "benchmark": "speech",
-        "schema_version": 1,
-        "config": cfg,
-        "setup": {
-            "device": device, "dtype": cfg["dtype"], "batch": cfg["batch"], "num_features": cfg["num_features"],
-            "check_length": cfg["check_length"],
-            "measured": "one training step (train mode, forward + frame cross-entropy + backward) per call; "
-                        "time_ms = median over the timed repeats; peak_mem_bytes = peak growth over inputs and "
-                        "parameters during one more step (CUDA: max_memory_allocated; CPU: RSS high-water mark)",
-            "mem_cap_bytes": cap, "point_timeout_s": timeout, "isolate": cfg["isolate"],
-        },
-        "environment": {**measure.collect_environment(device), "attn_core_sha1": attn_core_fingerprint()},
-        "points": [],
-        "checks": [],
-        "status": "running",
-    }
-    log(f"attnbench bench speech: {len(points)} points on {doc['environment']['device_name']}, {cfg['dtype']}; "
-        f"per-point limit {timeout:g} s" + (f", memory cap {cap / (1 << 30):.1f} GiB" if cap else ""))
-    log(f"results -> {json_path}")
-    busy = busy_warning(doc["environment"], device)
-    if busy:
-        doc["warnings"] = [busy]
-        log(f"warning: the {busy}: CPU timings will be noisy")
-    measure.atomic_write_json(json_path, doc)
-    failed: dict[str, tuple[str, str]] = {}
-    for k, p in enumerate(points, 1):
-        rec = run_point(p, group=p["method"], where=f"L={p['L']}", failed=failed, skip_on=("oom", "timeout"),
-                        skip_after_failure=cfg["skip_larger_after_failure"], isolate=cfg["isolate"],
-                        timeout_s=timeout, mem_cap_bytes=cap)
-        record = point_record(p, rec, _KEEP)
-        doc["points"].append(record)
-        log(_line(k, len(points), p, record))
-        measure.atomic_write_json(json_path, doc)
-    finish_sweep(doc, checks=compute_checks(doc["points"], cfg["check_length"]), t_start=t_start,
-                 plot=cfg["plot"], plot_fn=plot_results,
-                 json_path=json_path, png_path=png_path, log=log)
-    log(format_checks(doc["checks"]))
-    log(f"done in {doc['wall_time_s']:.1f} s: {json_path}" + (f", {png_path}" if "plot" in doc else ""))
-    return doc
+    sw = Sweep("speech", cfg, out_dir, log=log)
+    points = plan_points(cfg, sw.device)
+    doc = sw.new_doc({
+        "device": sw.device, "dtype": cfg["dtype"], "batch": cfg["batch"], "num_features": cfg["num_features"],
+        "check_length": cfg["check_length"],
+        "measured": "one training step (train mode, forward + frame cross-entropy + backward) per call; "
+                    "time_ms = median over the timed repeats; peak_mem_bytes = peak growth over inputs and "
+                    "parameters during one more step (CUDA: max_memory_allocated; CPU: RSS high-water mark)",
+        **sw.limits(),
+    }, tail={"checks": []})
+    sw.open(doc, len(points), dtype=cfg["dtype"])
+    sw.run(doc, points, keep=_KEEP, line=_line, where=lambda p: f"L={p['L']}")
+    return sw.close(doc, compute_checks(doc["points"], cfg["check_length"]), plot_fn=plot_results,
+                    format_checks=format_checks)
 
 
 # --------------------------------------------------------------------------- checks
-def _check(name: str, value: Any, target: str, ok: bool | None, **extra: Any) -> dict:
-    if isinstance(value, float):
-        value = round(value, 3)
-    return {"name": name, "value": value, "target": target, "pass": ok, **extra}
+_check = partial(check, digits=3)
 
 
 def compute_checks(points: list[dict], check_length: int) -> list[dict]:
@@ -299,21 +248,11 @@ def _versus(ref: dict, ok_trunc: list[dict], check_length: int) -> list[dict]:
 
 
 def format_checks(checks: list[dict]) -> str:
-    if not checks:
-        return "checks: none"
-    w = max(len(c["name"]) for c in checks)
-    lines = ["checks:"]
-    for c in checks:
-        verdict = {True: "PASS", False: "FAIL", None: "info"}[c["pass"]]
-        v = c["value"]
-        vs = f"{v:.2f}" if isinstance(v, float) else str(v)
-        lines.append(f"  {verdict:<4}  {c['name']:<{w}}  {vs:>8}  target {c['target']}"
-                     + (f"  ({c['note']})" if c.get("note") else ""))
-    return "\n".join(lines)
+    """The checks as the sweep prints them (:func:`benchmarks.micro.checks.format_checks`)."""
+    return _format_checks(checks, empty="checks: none", precision=2)
 
 
 # --------------------------------------------------------------------------- plot
-_FAMILY_COLOURS = {"rnn": "tab:green", "cnn": "tab:orange", "other": "tab:gray"}
 
 
 def plot_results(doc: dict, path: str | Path) -> None:
@@ -324,6 +263,8 @@ def plot_results(doc: dict, path: str | Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from benchmarks.report.plots import FAMILY_COLORS  # the report's colours: one family, one colour
 
     pts = [r for r in doc["points"] if r.get("kind") == "speech"]
     methods = list(dict.fromkeys(r["method"] for r in pts))
@@ -336,7 +277,7 @@ def plot_results(doc: dict, path: str | Path) -> None:
         for j, m in enumerate(methods):
             rs = sorted((r for r in pts if r["method"] == m), key=lambda r: r["L"])
             fam, pat, dense = rs[0].get("family"), rs[0].get("pattern"), rs[0].get("materialised")
-            colour = ("darkred" if dense else "tab:red") if pat == "full" else blues.get(m, _FAMILY_COLOURS.get(fam, "black"))
+            colour = ("darkred" if dense else "tab:red") if pat == "full" else blues.get(m, FAMILY_COLORS.get(fam, "black"))
             ok = [(r["L"], r[key] * scale) for r in rs if r["status"] == "ok" and r.get(key)]
             if ok:
                 style = ":" if dense else "--" if pat == "truncated" else "-"
@@ -364,14 +305,7 @@ def plot_results(doc: dict, path: str | Path) -> None:
 
 
 # --------------------------------------------------------------------------- entry point
-def main(*, config: str | Path | None = None, out: str | Path | None = None, device: str | None = None,
-         dtype: str | None = None, sets: list[str] | tuple[str, ...] = (),
-         log: Callable[[str], None] | None = None) -> int:
-    """``attnbench bench speech``: returns the exit code (0 when the sweep ran; failed points
-    and failed checks are results, not errors)."""
-    return run_main("speech", load_config, run_sweep, config=config, out=out, device=device, dtype=dtype,
-                    sets=sets, log=log)
-
+main = entry_point("speech", load_config, run_sweep)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

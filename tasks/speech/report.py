@@ -73,7 +73,7 @@ def _plot_confusions(labels: list[str], mats: dict[str, list[list[int]]], path: 
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from benchmarks.bench_common import save_figure_atomic
+    from benchmarks.micro.common import save_figure_atomic
 
     n = len(mats)
     cols = min(n, 4)

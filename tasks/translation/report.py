@@ -61,7 +61,7 @@ def _plot(value: dict[str, Any], title: str, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from benchmarks.bench_common import save_figure_atomic
+    from benchmarks.micro.common import save_figure_atomic
 
     sents = value["sentences"][:_MAX_SENTENCES]
     heads = len(sents[0]["weights"])

@@ -61,7 +61,7 @@ def plot_rollout(value: dict[str, Any], path: Any, title: str) -> None:
     import numpy as np
     from matplotlib.figure import Figure
 
-    from benchmarks.bench_common import save_figure_atomic
+    from benchmarks.micro.common import save_figure_atomic
 
     images = value["images"]
     classes = value.get("classes") or []

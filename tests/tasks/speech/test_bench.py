@@ -6,30 +6,14 @@ import json
 
 import pytest
 
-from benchmarks import bench_speech as alias
-from benchmarks.schema import ConfigError
+from benchmarks.config.schema import ConfigError
 from tasks.speech import bench as bench_speech
+from tests.helpers.speech import bench_points
 
 
-def test_old_module_name_is_an_alias():
-    assert alias.main is bench_speech.main and alias.point_model is bench_speech.point_model
+def test_points_name_the_model_function_by_its_module():
     assert all(p["target"] == "tasks.speech.bench:point_model" for p in bench_speech.plan_points(bench_speech.load_config(), "cpu"))
 
-
-def bench_points() -> list[dict]:
-    """Scaling points of three attention presets and an LSTM that ran out of memory."""
-    pts = []
-    for L, (tf, mf) in {2000: (100.0, 400e6), 4000: (400.0, 1600e6)}.items():
-        pts.append({"kind": "speech", "method": "transformer", "family": "attention", "pattern": "full", "L": L,
-                    "status": "ok", "time_ms": tf, "peak_mem_bytes": mf, "time_ms_per_seq": tf,
-                    "peak_mem_bytes_per_seq": mf})
-        for m, (t, mem) in {"transformer_w8": (tf / 8, mf / 10), "transformer_w64": (tf / 2, mf / 3)}.items():
-            pts.append({"kind": "speech", "method": m, "family": "attention", "pattern": "truncated", "L": L,
-                        "status": "ok", "time_ms": t, "peak_mem_bytes": mem, "time_ms_per_seq": t,
-                        "peak_mem_bytes_per_seq": mem})
-        pts.append({"kind": "speech", "method": "lstm", "family": "rnn", "pattern": None, "L": L, "status": "oom",
-                    "reason": "x"})
-    return pts
 
 
 def test_checks_compare_the_best_truncated_preset():

@@ -6,7 +6,7 @@ from __future__ import annotations
 from benchmarks.report import BENCH_RENDERERS, EXTRA_RENDERERS, BenchContext, ExtraContext, group_of
 from tasks.speech import bench as bench_speech
 from tasks.speech import report as R
-from tests.tasks.speech.test_bench import bench_points
+from tests.helpers.speech import bench_points
 
 
 def _rec(model: str, seed: int, acc: float) -> dict:

@@ -1,0 +1,316 @@
+"""The suite subcommands of ``attnbench``: ``run``, ``report``, ``data`` and the task part of
+``list``. Each ``add_*`` adds a subparser; each handler returns an exit code, and raises
+:class:`benchmarks.config.schema.CliError` for a usage error (one line, exit code 2)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from benchmarks.config import CONFIG_DIR
+from benchmarks.config.schema import CliError, ConfigError
+
+
+def _resolve_config(name: str) -> Path:
+    """A path, or the name of a shipped config (``quick`` or ``quick.yaml``); the file must be
+    readable UTF-8 text (checked here so that YAML parsing never meets bytes it cannot decode)."""
+    p = Path(name)
+    if not p.is_file():
+        for cand in (CONFIG_DIR / name, CONFIG_DIR / f"{name}.yaml"):
+            if cand.is_file():
+                p = cand
+                break
+        else:
+            if p.is_dir():
+                raise CliError(f"config {name}: is a folder, expected a YAML file")
+            shipped = ", ".join(sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")))
+            raise CliError(f"config file not found: {name} (shipped configs: {shipped})")
+    try:
+        p.read_bytes().decode("utf-8")
+    except OSError as err:
+        raise CliError(f"config {p}: cannot read it: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise CliError(f"config {p}: not UTF-8 text (byte {err.start}: {err.object[err.start:err.start + 1]!r}); "
+                         "save it as UTF-8") from None
+    return p
+
+
+def _out_dir(value: str | None, suite: str) -> Path:
+    """The output folder: must be a folder (or not exist yet) that this process can write."""
+    out = Path(value).expanduser() if value else Path("results") / suite
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--out {out}: exists and is not a folder")
+    probe = out
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise CliError(f"--out {out}: {probe} is not a writable folder")
+    return out
+
+
+def _data_dir(value: str | None) -> Path | None:
+    value = value or os.environ.get("ATTNBENCH_DATA")
+    if not value:
+        return None
+    p = Path(value).expanduser()
+    if not p.is_dir():
+        raise CliError(f"--data-dir {value}: no such directory")
+    return p
+
+
+def _add_data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", metavar="DIR", help="read-only folder with datasets in the layouts of shared/data "
+                   "(default: $ATTNBENCH_DATA; without one, datasets download into the cache)")
+    p.add_argument("--cache-dir", metavar="DIR", help="writable cache for copied/processed/downloaded data "
+                   "(default: $ATTNBENCH_CACHE or ~/.cache/attnbench)")
+
+
+# ----------------------------------------------------------------------------- run
+def add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="train and evaluate a suite (task x dataset x model x seed), then report",
+                       description="Run every unfinished cell of a suite config, then write its report.")
+    p.add_argument("config", metavar="CONFIG", help="a suite YAML, or the name of a shipped one (e.g. quick)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (dotted path, value as YAML), e.g. --set trainer.max_epochs=5; repeatable")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: results/<suite>)")
+    _add_data_options(p)
+    p.add_argument("--accelerator", choices=("auto", "cpu", "gpu", "cuda"), help="override trainer.accelerator (as --set, so part of the cell ids)")
+    p.add_argument("--devices", help="override trainer.devices (e.g. 1, or 0,1; as --set)")
+    p.add_argument("--force", action="store_true", help="rerun finished cells too")
+    p.add_argument("--retry-failed", action="store_true", help="rerun cells whose record says failed")
+    p.add_argument("--keep-checkpoints", action="store_true",
+                   help="keep each cell's best weights beside its record (<record>.pt, weights only) for "
+                        "attnbench eval (as --set keep_checkpoints=true; not part of the cell ids)")
+    p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    p.add_argument("--dry-run", action="store_true", help="validate and list the cells, run nothing")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first, so it can register models, datasets or tasks (repeatable; "
+                        "also $ATTNBENCH_PLUGINS, comma-separated); workers import it too")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved config (file + --set, defaults filled in) as YAML and exit")
+    p.add_argument("--allow-failures", action="store_true",
+                   help="exit 0 even when cells failed (exploratory use); by default any failed cell "
+                        "or micro-benchmark of this invocation makes the exit code 1")
+    from benchmarks.cli.cells import add_launcher_arguments
+
+    add_launcher_arguments(p)
+    p.set_defaults(handler=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Exit codes: 0 every cell of this invocation ok, 1 some failed (0 with
+    ``--allow-failures``), 2 a usage or config error (nothing ran)."""
+    from benchmarks.run.runner import DEFAULT_CACHE, RunOptions, run_micro_benchmarks, run_suite
+    from benchmarks.config.suite import expand, load_suite_with_notices
+
+    path = _resolve_config(args.config)
+    sets = list(args.sets)
+    # --accelerator/--devices are overrides like any --set: they enter each cell's config and
+    # so its id (a GPU run never takes a CPU record for its own)
+    if args.accelerator:
+        sets.append(f"trainer.accelerator={args.accelerator}")
+    if args.devices is not None:
+        parts = [d.strip() for d in args.devices.split(",")]
+        if not all(p.isdigit() for p in parts) or (len(parts) == 1 and int(parts[0]) < 1):
+            raise CliError(f"--devices {args.devices!r}: expected a count >= 1 (e.g. 1) or device indices (e.g. 0,1)")
+        sets.append(f"trainer.devices={parts[0] if len(parts) == 1 else '[' + ','.join(parts) + ']'}")
+    if args.keep_checkpoints:
+        sets.append("keep_checkpoints=true")
+    try:
+        cfg, notices = load_suite_with_notices(path, sets)
+    except ConfigError as err:
+        raise CliError(str(err)) from None
+    for line in notices:
+        print(f"note: {line}")
+    if args.print_config:
+        import yaml
+
+        print(yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None), end="")
+        return 0
+    out = _out_dir(args.out, cfg["suite"])
+    data_dir = _data_dir(args.data_dir)  # checked before --dry-run: it refuses what run would
+    if args.dry_run:
+        from benchmarks.cli.cells import check_launcher_args
+
+        cells = expand(cfg)
+        check_launcher_args(args, cells)
+        print(f"{path}: valid; {len(cells)} cells -> {out}")
+        for c in cells:
+            print(f"  {c.cell_id}  {c.label}  ({c.family})")
+        return 0
+    opts = RunOptions(
+        out=out,
+        data_dir=data_dir,
+        cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE,
+        force=args.force,
+        retry_failed=args.retry_failed,
+    )
+    from benchmarks.cli.cells import make_launcher
+
+    launcher = make_launcher(args, opts, expand(cfg))
+    summary = run_suite(cfg, opts, source=str(path), launcher=launcher)
+    if not getattr(launcher, "wait", True):  # --no-wait: submitted, nothing finished here yet
+        print(f"submitted; follow with: attnbench status {out}  (then attnbench report {out})")
+        return 0
+    bench_failed = run_micro_benchmarks(cfg, opts)
+    elsewhere = f", {summary.elsewhere} left to another run" if summary.elsewhere else ""
+    print(f"ran {summary.ran} cells ({len(summary.failed)} failed), skipped {summary.skipped} finished ones{elsewhere}")
+    for label in summary.failed:
+        print(f"  failed: {label}")
+    for name in bench_failed:
+        print(f"  failed: micro-benchmark {name}")
+    if not args.no_report:
+        from benchmarks.report import write_report
+
+        written = write_report(out)
+        print(f"report: {written['REPORT.md']}  and  {written['report.html']}")
+    if (summary.failed or bench_failed) and not args.allow_failures:
+        print(f"attnbench: {len(summary.failed) + len(bench_failed)} failed in this run (exit code 1; "
+              "--allow-failures makes it 0)", file=sys.stderr)
+        return 1
+    return 0
+
+
+# ----------------------------------------------------------------------------- report
+def add_report(sub: argparse._SubParsersAction) -> None:
+    from benchmarks.report import add_report_arguments
+
+    p = sub.add_parser("report", help="write REPORT.md, report.html, summary.csv and plots from result records")
+    add_report_arguments(p)
+    p.set_defaults(handler=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from benchmarks.report import run_report_command
+
+    return run_report_command(args)
+
+
+# ----------------------------------------------------------------------------- data
+def _one_line(err: BaseException) -> str:
+    """A message on one line (third-party errors embed newlines, e.g. every URL tried)."""
+    return " ".join(str(err).split())
+
+
+def add_data(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("data", help="check (and fetch, with a network) the datasets a config needs",
+                       description="Load each real dataset of a config (default: every registered real "
+                       "dataset with its default parameters) and print its size and checksum, or what is missing.")
+    p.add_argument("config", nargs="?", metavar="CONFIG", help="a suite YAML or shipped config name")
+    _add_data_options(p)
+    p.set_defaults(handler=cmd_data)
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from benchmarks.run.runner import DEFAULT_CACHE
+    from benchmarks.config.suite import load_suite
+    from tasks.common.data import DataCorrupt
+    from tasks.common.registry import available_tasks, get_task
+
+    data_dir = _data_dir(args.data_dir)
+    cache = Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE
+    wanted: list[tuple[str, str, dict]] = []
+    if args.config:
+        try:
+            cfg = load_suite(_resolve_config(args.config))
+        except ConfigError as err:
+            raise CliError(str(err)) from None
+        for entry in cfg["cells"]:
+            ds = get_task(entry["task"]).datasets.get(entry["dataset"])
+            params = {**ds.params, **(entry["dataset_params"] or {})}
+            if (entry["task"], entry["dataset"], params) not in wanted:
+                wanted.append((entry["task"], entry["dataset"], params))
+    else:
+        for tname in available_tasks():
+            task = get_task(tname)
+            for dname, ds in task.datasets.items():
+                wanted.append((tname, dname, dict(ds.params)))
+    bad = 0
+    for tname, dname, params in wanted:
+        ds = get_task(tname).datasets.get(dname)
+        label = f"{tname}/{dname} {params}" if params else f"{tname}/{dname}"
+        try:
+            dm = ds.build(data_dir, cache, 0, **params)
+            dm.prepare_data()
+            dm.setup("fit")
+            info = {k: v for k, v in dm.info.items() if isinstance(v, (int, float, str))}
+            kind = "synthetic" if ds.synthetic else "real"
+            print(f"ok       {label} ({kind}): {info}  {dm.checksum()}")
+        except FileNotFoundError as err:  # DataMissing is one: an expected file is absent
+            bad += 1
+            print(f"MISSING  {label}: {_one_line(err)}")
+        except ValueError as err:  # a refused parameter (a path escaping the cache, ...), not bad data
+            if isinstance(err, DataCorrupt):
+                bad += 1
+                print(f"CORRUPT  {label}: {_one_line(err)}")
+                continue
+            bad += 1
+            print(f"INVALID  {label}: {_one_line(err)}")
+        except Exception as err:  # noqa: BLE001 - present but unreadable (DataCorrupt, ...): report each, then fail
+            bad += 1
+            print(f"CORRUPT  {label}: {_one_line(err) or type(err).__name__}")
+    return 1 if bad else 0
+
+
+# ----------------------------------------------------------------------------- list
+def add_list(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="list tasks, datasets, models, attention patterns, micro-benchmarks and shipped configs")
+    p.set_defaults(handler=cmd_list)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from benchmarks.config.micro import MICRO_BENCHMARKS
+
+    print_tasks()
+    w = max(len(n) for n in MICRO_BENCHMARKS)
+    print("micro-benchmarks (attnbench bench NAME):")
+    for b in MICRO_BENCHMARKS.values():
+        print(f"  {b.name:<{w}}  {b.summary}")
+        print(f"  {'':<{w}}  configs: {', '.join(b.configs)} (default {b.default_config})")
+    print(f"configs ({CONFIG_DIR}):")
+    for path in sorted(CONFIG_DIR.glob("*.yaml")):
+        print(f"  {path.name}")
+    return 0
+
+
+def print_tasks() -> None:
+    """Tasks, their datasets and models, the attention patterns and the loaded plug-ins, each
+    name with where it comes from (``built-in`` or the plug-in that registered it)."""
+    from benchmarks.config.plugins import loaded_plugins, origin
+    from tasks.common.registry import available_tasks, get_task
+
+    names = available_tasks()
+    print("tasks (attnbench run CONFIG; config keys task/dataset/models):")
+    if not names:
+        print("  (none yet)")
+    for tname in names:
+        task = get_task(tname)
+        print(f"  {tname}  (metric: {task.metric}, {'higher' if task.mode == 'max' else 'lower'} is better)"
+              f"  [{origin(task.make_module)}]")
+        for dname, ds in task.datasets.items():
+            kind = "synthetic" if ds.synthetic else "real"
+            print(f"    dataset {dname:<14} {kind:<9} defaults {ds.params}  [{origin(ds.build)}]")
+        for mname, spec in task.models.items():
+            pattern = f", pattern {spec.pattern}" if spec.pattern else ""
+            print(f"    model   {mname:<22} {spec.family}{pattern}  [{origin(spec.build)}]")
+    print_patterns()
+    plugins = loaded_plugins()
+    print("plug-ins (entry points of 'attnbench.plugins', --plugin, a config's plugins:, $ATTNBENCH_PLUGINS):")
+    for p in plugins:
+        print(f"  {p.label:<28} module {p.module}  ({p.source})")
+    if not plugins:
+        print("  (none loaded)")
+
+
+def print_patterns() -> None:
+    """The registered attention patterns: what each supports, its cost, parameters and origin."""
+    import attn_core
+    from benchmarks.config.plugins import origin
+
+    print("attention patterns (model_params: {MODEL: {pattern: NAME, pattern_params: {...}}}):")
+    for name in attn_core.list_patterns(kind=None):
+        p = attn_core.get_pattern(name)
+        can = ",".join(w for w, on in (("causal", p.causal), ("padding", p.padding), ("cross", p.cross)) if on) or "-"
+        print(f"  {name:<14} {p.kind:<8} {can:<20} {p.complexity:<8} params {dict(p.params)}  [{origin(p.fn)}]")

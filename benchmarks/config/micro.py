@@ -1,0 +1,46 @@
+"""The micro-benchmarks ``attnbench bench NAME`` can run (and a suite's ``micro_benchmarks`` may
+name): each names its module and shipped configs. Kept import-light: a module is imported only
+when its benchmark runs. Their code lives in :mod:`benchmarks.micro` (and a domain's
+``tasks/<domain>/bench.py``)."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+__all__ = ["MicroBenchmark", "MICRO_BENCHMARKS"]
+
+
+@dataclass(frozen=True)
+class MicroBenchmark:
+    """One ``attnbench bench NAME``: ``module`` has ``main(config=, out=, device=, dtype=, sets=) -> int``;
+    ``configs`` are its shipped configs, the first one its default."""
+
+    name: str
+    module: str
+    summary: str
+    configs: tuple[str, ...]
+
+    @property
+    def default_config(self) -> str:
+        return self.configs[0]
+
+    def run(self, **kwargs) -> int:
+        return importlib.import_module(self.module).main(**kwargs)
+
+
+_ALL = (
+    MicroBenchmark("attention", "benchmarks.micro.attention",
+                   "attention scaling: fwd+bwd time and peak memory vs sequence length and graph size "
+                   "(and every registered attention pattern vs full SDPA: bench_attention_variants.yaml)",
+                   ("bench_attention.yaml", "bench_attention_full.yaml", "bench_attention_variants.yaml")),
+    MicroBenchmark("complexity", "benchmarks.micro.complexity",
+                   "'Why Self-Attention' (Transformer paper, Table 1) measured: time/memory exponents in n and d, "
+                   "sequential operations and maximum path length per layer type", ("bench_complexity.yaml",)),
+    MicroBenchmark("speech", "tasks.speech.bench",
+                   "speech models: train-step time and peak memory per sequence vs length (500-4000 frames), "
+                   "full vs truncated attention vs LSTM vs CNN", ("bench_speech.yaml",)),
+)
+
+#: ``attnbench bench NAME``: the registry of micro-benchmarks.
+MICRO_BENCHMARKS: dict[str, MicroBenchmark] = {b.name: b for b in _ALL}

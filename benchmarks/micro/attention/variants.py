@@ -1,0 +1,170 @@
+"""The attention-variants part of ``attnbench bench attention`` (config section ``variants``).
+
+Forward + backward time and peak memory over ``L`` of every registered sequence pattern
+(:mod:`attn_core.patterns`: ``full``, ``truncated``, ``linear``, ``performer``, ``linformer``,
+``nystrom``, ``local_global`` and any a plug-in adds), each through its registered function with
+its per-layer state (Performer's features, Linformer's projections sized by ``L``), next to raw
+full SDPA (``variant_sdpa``) on the same ``(B, H, L, D)`` inputs as the ``sequence`` section.
+
+Checks (:func:`variant_checks`): every variant of sub-quadratic complexity (registered
+``complexity`` other than ``L^2``) grows its peak memory at most ``growth_limit`` (2.3x) per
+doubling of ``L`` from 2048 on; and, for information, each variant's speed crossover against
+full SDPA: the smallest measured ``L`` from which it is at least as fast at every larger ``L``.
+
+Off by default (``enabled: false``), so the quick sweep costs what it did:
+``attnbench bench attention --config benchmarks/configs/bench_attention_variants.yaml``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.run import measure
+from benchmarks.micro.checks import check as _check, doubling_check
+from benchmarks.micro.common import attn_core_fingerprint, make_inputs, set_threads
+from benchmarks.config.schema import ConfigError, Field, Section
+
+__all__ = ["SECTION", "DEFAULT_PARAMS", "variant_patterns", "plan_variant_points", "point_variant", "variant_checks",
+           "BASELINE", "KIND"]
+
+KIND = "variant"
+BASELINE = "sdpa"  # raw F.scaled_dot_product_attention, full
+#: parameters a pattern needs at this benchmark's lengths (``window`` has no default)
+DEFAULT_PARAMS: dict[str, dict[str, Any]] = {"truncated": {"window": 128},
+                                             "local_global": {"window": 128, "global_tokens": 16}}
+
+SECTION = Section({
+    "enabled": Field("bool", False, doc="measure every registered sequence pattern next to full SDPA"),
+    "patterns": Field("any", "all", doc="'all' (every registered sequence pattern) or a list of pattern names"),
+    "lengths": Field("per_device[list[int]]", {"cpu": [512, 1024, 2048, 4096, 8192],
+                                               "cuda": [1024, 2048, 4096, 8192, 16384, 32768]}, minimum=1),
+    "params": Field("any", {}, doc="{pattern: {param: value}} over DEFAULT_PARAMS (truncated/local_global window ...)"),
+    "growth_limit": Field("float", 2.3, minimum=1.0,
+                          doc="most peak-memory growth per doubling of L (L >= 2048) of a sub-quadratic variant"),
+}, doc="every registered sequence pattern vs full SDPA (off by default)")
+
+
+def variant_patterns(section: dict, *, causal: bool, source: str = "config") -> dict[str, dict[str, Any]]:
+    """``{pattern: resolved params}`` the section measures: the registered sequence patterns
+    (``causal``: those that can be), or the listed ones, each checked (one-line ConfigError)."""
+    from benchmarks.config.plugins import load_plugins
+
+    import attn_core
+
+    load_plugins()
+    every = attn_core.list_patterns(kind="sequence", causal=causal)
+    names = list(every) if section["patterns"] == "all" else section["patterns"]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{source}: variants.patterns={names!r} is invalid: expected 'all' or a list of names")
+    params = section["params"] or {}
+    if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
+        raise ConfigError(f"{source}: variants.params={params!r} is invalid: expected {{pattern: {{param: value}}}}")
+    out = {}
+    for name in list(names) + [n for n in params if n not in names]:
+        try:
+            attn_core.check_pattern(name, causal=causal)
+            out[name] = attn_core.resolve_params(name, {**DEFAULT_PARAMS.get(name, {}), **params.get(name, {})})
+        except ValueError as err:
+            raise ConfigError(f"{source}: variants: {' '.join(str(err).split())}") from None
+    return out
+
+
+def plan_variant_points(cfg: dict, device: str, common: dict) -> list[dict]:
+    """The variant points, by increasing ``L``: SDPA first, then each pattern."""
+    sec, seq = cfg["variants"], cfg["sequence"]
+    if not sec["enabled"]:
+        return []
+    patterns = variant_patterns(sec, causal=seq["causal"], source=cfg.get("config_path", "config"))
+    shape = {"batch": seq["batch"], "heads": seq["heads"], "head_dim": seq["head_dim"], "causal": seq["causal"]}
+    points = []
+    for L in sorted(set(sec["lengths"][device])):
+        for name, params in [(BASELINE, {}), *patterns.items()]:
+            points.append({
+                "kind": KIND, "method": f"variant_{name}", "pattern": name, "pattern_params": params, "L": L,
+                "target": "benchmarks.micro.attention:point_variant", "preload": ["torch", "attn_core"],
+                "kwargs": {"pattern": name, "params": params, "L": L, **shape, **common},
+            })
+    return points
+
+
+def point_variant(
+    *, pattern: str, params: dict[str, Any], L: int, batch: int, heads: int, head_dim: int, causal: bool,
+    dtype: str, device: str, seed: int, warmup: int, repeats: int, min_repeats: int, target_s: float | None,
+    threads: int | None = None,
+) -> dict:
+    """One point: forward + backward of ``pattern`` (its registered function and state) or raw
+    SDPA (``pattern="sdpa"``) on random ``(B, H, L, D)`` inputs."""
+    import torch
+    import torch.nn.functional as F
+
+    import attn_core
+    from benchmarks.config.plugins import load_plugins
+
+    load_plugins()  # a plug-in's pattern, in this fresh process too
+    nthreads = set_threads(threads)
+    dt = getattr(torch, dtype)
+    q, k, v, dout = make_inputs((batch, heads, L, head_dim), 4, dt, device, seed)
+    for t in (q, k, v):
+        t.requires_grad_()
+    state = None
+    if pattern == BASELINE:
+        fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+    else:
+        spec = attn_core.get_pattern(pattern)
+        torch.manual_seed(seed)
+        state = attn_core.make_pattern_state(pattern, heads, head_dim, max_len=L, params=params)
+        if state is not None:
+            state.to(device=device, dtype=dt)
+        fn = lambda: spec.fn(q, k, v, causal=causal, state=state, **params)  # noqa: E731
+    grads = [q, k, v] + (list(state.parameters()) if state is not None else [])
+
+    def step() -> None:
+        out = fn()
+        out.backward(dout)
+        del out
+        for t in grads:
+            t.grad = None
+
+    res = measure.measure_step(step, device=device, warmup=warmup, repeats=repeats, min_repeats=min_repeats,
+                               target_s=target_s)
+    res["static_bytes"] = 0
+    res["input_bytes"] = 4 * q.numel() * q.element_size()
+    res["params"] = sum(p.numel() for p in state.parameters()) if state is not None else 0
+    res["threads"] = nthreads
+    res["attn_core_sha1"] = attn_core_fingerprint()
+    return res
+
+
+def variant_checks(points: list[dict], growth_limit: float = 2.3) -> list[dict]:
+    """Memory growth per doubling (sub-quadratic variants, ``L >= 2048``) and speed crossovers."""
+    import attn_core
+
+    idx = {(r["pattern"], r["L"]): r for r in points if r.get("kind") == KIND}
+    names = list(dict.fromkeys(r["pattern"] for r in points if r.get("kind") == KIND and r["pattern"] != BASELINE))
+    lengths = sorted({L for _, L in idx})
+    checks: list[dict] = []
+    for name in names:
+        linear = name in attn_core.PATTERNS and attn_core.get_pattern(name).complexity != "L^2"
+        for L in lengths:
+            a, b = idx.get((name, 2 * L)), idx.get((name, L))
+            if not linear or L < 2048 or a is None or b is None:
+                continue
+            checks.append(doubling_check(f"peak mem variant_{name} L={2 * L} / L={L}", b, a, growth_limit))
+        checks.append(_crossover(name, idx, lengths))
+    return checks
+
+
+def _crossover(name: str, idx: dict, lengths: list[int]) -> dict:
+    """The smallest measured L from which ``name`` is at least as fast as SDPA at every larger L."""
+    label = f"speed crossover variant_{name} vs variant_{BASELINE}"
+    both = [L for L in lengths if all(idx.get((n, L), {}).get("status") == "ok" for n in (name, BASELINE))]
+    if not both:
+        return _check(label, None, "info", None, note="no length where both ran")
+    faster = [idx[(name, L)]["time_ms"] <= idx[(BASELINE, L)]["time_ms"] for L in both]
+    start = next((i for i in range(len(both)) if all(faster[i:])), None)
+    ratios = {str(L): round(idx[(name, L)]["time_ms"] / idx[(BASELINE, L)]["time_ms"], 3) for L in both}
+    if start is None:
+        return _check(label, None, "info", None, note=f"slower than SDPA at the largest measured L={both[-1]}",
+                      time_ratios=ratios)
+    note = "faster from the smallest L measured" if start == 0 else f"slower below L={both[start]}"
+    return _check(label, both[start], "info", None, note=note, time_ratios=ratios)

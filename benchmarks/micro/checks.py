@@ -1,0 +1,79 @@
+"""The checks every micro-benchmark reports: one record shape (:func:`check`), the shared
+comparisons (:func:`ratio_check`, :func:`doubling_check`) and the PASS/FAIL table the sweep
+prints (:func:`format_checks`).
+
+A check is a dict ``{"name", "value", "target", "pass", **extra}``: ``pass`` is ``True``
+(PASS), ``False`` (FAIL) or ``None`` (info, or undecided because a baseline failed).
+Pure Python: no torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["VERDICT", "check", "ratio_check", "doubling_check", "format_checks"]
+
+#: How ``pass`` is printed.
+VERDICT = {True: "PASS", False: "FAIL", None: "info"}
+
+
+def check(name: str, value: Any, target: str, ok: bool | None, *, digits: int = 4, **extra: Any) -> dict:
+    """One check record; a float ``value`` is rounded to ``digits`` decimals."""
+    if isinstance(value, float):
+        value = round(value, digits)
+    return {"name": name, "value": value, "target": target, "pass": ok, **extra}
+
+
+def ratio_check(name: str, ours: dict | None, base: dict | None, target: str, cmp: Callable[[float], bool],
+                key: str = "time_ms") -> dict | None:
+    """``ours[key] / base[key]`` against ``target`` (``cmp(value) -> bool``); ``None`` when a point
+    is absent. A failed point of ours fails the check; a failed baseline (ours ok) leaves it
+    undecided (``pass: None``). Time ratios also carry the CPU-time ratio (for busy machines)."""
+    if ours is None or base is None:
+        return None
+    if ours["status"] != "ok":
+        return check(name, None, target, False, note=f"ours: {ours['status']} ({ours.get('reason', '')})")
+    if base["status"] != "ok":
+        return check(name, None, target, None, note=f"baseline {base['method']}: {base['status']}")
+    a, b = ours.get(key), base.get(key)
+    if not a or not b:
+        return check(name, None, target, None, note=f"{key} is zero or missing")
+    value = a / b
+    extra = {}
+    if key == "time_ms" and ours.get("cpu_median_ms") and base.get("cpu_median_ms"):
+        extra["value_cpu_time"] = round(ours["cpu_median_ms"] / base["cpu_median_ms"], 4)
+    return check(name, value, target, bool(cmp(value)), ours=a, baseline=b, **extra)
+
+
+def doubling_check(name: str, small: dict, large: dict, limit: float | None) -> dict:
+    """Peak-memory growth ``large / small`` over one doubling of the size: at most ``limit``
+    (``None``: info only). A failed point fails a target (info stays undecided)."""
+    target = f"<= {limit:g}" if limit is not None else "info"
+    if large["status"] != "ok" or small["status"] != "ok":
+        return check(name, None, target, False if limit is not None else None,
+                     note=f"status {small['status']} / {large['status']}")
+    if not small.get("peak_mem_bytes"):
+        return check(name, None, target, None, note="zero peak at the smaller L")
+    v = large["peak_mem_bytes"] / small["peak_mem_bytes"]
+    return check(name, v, target, (v <= limit) if limit is not None else None,
+                 ours=large["peak_mem_bytes"], baseline=small["peak_mem_bytes"])
+
+
+def format_checks(checks: list[dict], *, empty: str = "checks: none", precision: int = 3, width: int = 8) -> str:
+    """The checks as a plain-text table, one ``PASS``/``FAIL``/``info`` line each, with the
+    note, the CPU-time ratio (``value_cpu_time``) and the largest-points exponent (``tail``)
+    where a check has them; ``empty`` when there is none."""
+    if not checks:
+        return empty
+    lines = ["checks:"]
+    w = max(len(c["name"]) for c in checks)
+    for c in checks:
+        v = c["value"]
+        vs = f"{v:.{precision}f}" if isinstance(v, float) else str(v)
+        note = f"  ({c['note']})" if c.get("note") else ""
+        if c.get("value_cpu_time") is not None:
+            note += f"  [cpu-time ratio {c['value_cpu_time']:.3f}]"
+        if c.get("tail") is not None:
+            note += f"  [largest 3 points: {c['tail']:.3f}]"
+        lines.append(f"  {VERDICT[c['pass']]:<4}  {c['name']:<{w}}  {vs:>{width}}  target {c['target']}{note}")
+    return "\n".join(lines)

@@ -1,0 +1,279 @@
+"""The local pool: up to ``--jobs`` cells at once on this machine, each in a process of its own.
+
+Workers are forked from a warm parent (``multiprocessing``'s forkserver with torch, Lightning and
+the task packages preloaded), so a short cell does not pay for importing torch, and each cell
+still starts from a fresh process state. A cell's process writes its own record; when it dies
+without one (segfault, SIGKILL by the OOM killer, ``os._exit``, or the per-cell time limit),
+the pool writes a ``failed`` record with the cause, the tail of the cell's log and the peak
+memory it saw, and the matrix goes on.
+
+Resources: on CPU each worker gets ``cores // jobs`` torch threads (never oversubscribed); with
+``--gpus 0,1`` each worker gets one ``CUDA_VISIBLE_DEVICES`` slot, and ``--cells-per-gpu K``
+packs K cells onto one GPU (recorded in each record as ``cells_sharing_device``).
+
+A cell on several devices (``trainer.devices > 1``, :mod:`benchmarks.run.distributed`) is not forked:
+Lightning starts its other ranks by re-running the command line, so it runs as its own
+``python -m benchmarks cell`` process (:func:`benchmarks.run.worker.start_unit`). It takes as many
+of the pool's places as it has ranks (all of them when there are fewer), their threads split
+between its ranks, and on ``--gpus`` one slot on each of that many distinct GPUs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import socket
+import time
+from typing import Any, Callable
+
+from benchmarks.run import distributed as D
+from benchmarks.run.launchers import CellJob, log_result
+from benchmarks.run.runner import _on_disk
+from benchmarks.run.worker import (EXIT, PLUGINS_ENV, RESOURCES_ENV, UnitResult, cells_from_manifest, end_unit, log_path,
+                               manifest_suite, record_target, start_unit, unit_result)
+
+PRELOAD = ["torch", "lightning", "benchmarks.run.runner", "benchmarks.run.worker", "tasks.common.registry",
+           "tasks.graphs", "tasks.pos_tagging", "tasks.translation", "tasks.speech", "tasks.vision"]
+POLL_S = 0.2
+
+
+def _child(job: CellJob, env: dict[str, str], threads: int | None) -> None:
+    """A forked worker: its own log, threads and GPU slot, then the unit."""
+    import faulthandler
+    import signal
+    import sys
+
+    signal.signal(signal.SIGTERM, _interrupt)  # stop cleanly: the claim is released on the way out
+    signal.signal(signal.SIGINT, _interrupt)
+    for key in [k for k in os.environ if k.startswith("ATTNBENCH_") and k not in env]:
+        del os.environ[key]  # unset in the driver since the forkserver started
+    os.environ.update(env)
+    log = log_path(job.out, cells_from_manifest(job.out)[job.cell_id])
+    log.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    faulthandler.enable(file=sys.stderr)  # a segfault leaves its Python stack in the log
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    from benchmarks.run.runner import RunOptions
+    from benchmarks.run.worker import execute_cell, load_plugins
+
+    load_plugins()
+    opts = RunOptions(out=job.out, data_dir=job.data_dir, cache_dir=job.cache_dir, force=job.force,
+                      retry_failed=job.retry_failed, log=lambda m: print(m, flush=True))
+    cell = cells_from_manifest(job.out)[job.cell_id]
+    try:
+        status, _, _ = execute_cell(cell, manifest_suite(job.out), opts)
+    except (KeyboardInterrupt, SystemExit):  # stopped by the driver: no record, the cell stays pending
+        print(f"cell {job.cell_id}: interrupted", flush=True)
+        os._exit(130)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT[status])  # no atexit handlers of the forked parent's modules
+
+
+def _stop_all(procs: list, grace_s: float = 10.0) -> None:
+    """Ctrl-C or an error in the driver: ask the workers to stop (SIGTERM: they release their
+    claims and write no record, so the cells stay pending), then kill what is left."""
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            proc.terminate()
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+class _UnitProcess:
+    """A multi-device cell's own ``attnbench cell`` process (rank 0, its other ranks in its
+    session), with what the pool uses of ``multiprocessing.Process``."""
+
+    def __init__(self, popen) -> None:
+        self.popen, self.pid = popen, popen.pid
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.popen.poll()
+
+    def terminate(self) -> None:
+        """SIGTERM to rank 0 only: it releases the claim, and Lightning stops the other ranks."""
+        with contextlib.suppress(ProcessLookupError):
+            self.popen.terminate()
+
+    def kill(self) -> None:
+        end_unit(self.popen)
+
+    def join(self, timeout: float | None = None) -> None:
+        import subprocess
+
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return
+        end_unit(self.popen)  # rank 0 has ended: so do the others
+
+
+def _take_gpus(free: list[str], n: int) -> list[str] | None:
+    """``n`` free slots on ``n`` distinct GPUs (removed from ``free``), or None if not free now."""
+    picked: list[str] = []
+    for g in free:
+        if g not in picked:
+            picked.append(g)
+        if len(picked) == n:
+            for g in picked:
+                free.remove(g)
+            return picked
+    return None
+
+
+def _rss(pid: int) -> int | None:
+    try:
+        import psutil
+
+        return psutil.Process(pid).memory_info().rss
+    except Exception:  # noqa: BLE001 - gone, or psutil missing: no sample
+        return None
+
+
+class LocalLauncher:
+    """``--jobs N`` worker processes on this machine (``--gpus``, ``--cells-per-gpu``)."""
+
+    name = "local"
+
+    def __init__(self, opts: Any, args: Any = None) -> None:
+        self.opts = opts
+        gpus = getattr(args, "gpus", None)
+        self.gpus: list[str] = [g.strip() for g in gpus.split(",")] if gpus else []
+        self.per_gpu = int(getattr(args, "cells_per_gpu", None) or 1)
+        slots = len(self.gpus) * self.per_gpu
+        self.jobs = int(getattr(args, "jobs", None) or (slots or 1))
+        if slots:
+            self.jobs = min(self.jobs, slots)
+        self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        self.threads = max(1, self.cores // self.jobs)
+
+    def _context(self):
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD + [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m])
+        return ctx
+
+    def _ranks(self, cell: Any) -> int:
+        """Processes the cell trains with; ``devices: auto`` on a GPU slot is that one GPU."""
+        return D.cell_ranks(cell.config, visible_gpus=1 if self.gpus else None)
+
+    def _check(self, jobs: list[CellJob], cells: dict[str, Any]) -> None:
+        """Refuse, in one line, a multi-device cell that ``--gpus`` cannot give its GPUs."""
+        for job in jobs:
+            n = self._ranks(cells[job.cell_id])
+            cuda = cells[job.cell_id].config.get("device") == "cuda"
+            if n > 1 and cuda and self.gpus and len(set(self.gpus)) < n:
+                from benchmarks.run.launchers.remote import usage_error
+
+                raise usage_error(f"cell {job.label} trains on {n} GPUs (trainer.devices="
+                                  f"{cells[job.cell_id].config['trainer'].get('devices')!r}) but --gpus "
+                                  f"{','.join(self.gpus)} gives {len(set(self.gpus))}: give at least {n} GPU indices")
+
+    def _start(self, ctx: Any, job: CellJob, cell: Any, gpus: list[str], places: int, ranks: int,
+               resources: dict[str, Any]) -> Any:
+        """Start the cell: forked from the warm parent, or (several ranks) as its own process."""
+        threads = D.rank_threads(places * self.threads, ranks)
+        # the driver's ATTNBENCH_* settings as they are now (plug-ins, loggers, ...), not
+        # those of the forkserver, which may have started earlier
+        env = {**{k: v for k, v in os.environ.items() if k.startswith("ATTNBENCH_")},
+               RESOURCES_ENV: json.dumps({**resources, "cpu_threads": threads}), "OMP_NUM_THREADS": str(threads)}
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        if ranks > 1:
+            return _UnitProcess(start_unit(job.out, cell, data_dir=job.data_dir, cache_dir=job.cache_dir, env=env,
+                                           force=job.force, retry_failed=job.retry_failed,
+                                           drop_env=D.SLURM_TASK_ENV))
+        proc = ctx.Process(target=_child, args=(job, env, threads), name=f"cell-{job.cell_id}")
+        proc.start()
+        return proc
+
+    def launch(self, jobs: list[CellJob], log: Callable[[str], None]) -> list[UnitResult]:
+        if not jobs:
+            return []
+        cells = cells_from_manifest(jobs[0].out)
+        suite = manifest_suite(jobs[0].out)
+        self._check(jobs, cells)
+        ctx = self._context()
+        free = [g for g in self.gpus for _ in range(self.per_gpu)]
+        pending = list(jobs)
+        running: dict[Any, tuple[CellJob, float, list[str], dict, Any, int]] = {}
+        peaks: dict[str, int] = {}
+        results: list[UnitResult] = []
+        total, started = len(jobs), 0
+        log(f"local pool: {self.jobs} worker(s), {self.threads} torch thread(s) each"
+            + (f", GPUs {','.join(self.gpus)} x {self.per_gpu} cell(s) each" if self.gpus else ""))
+        try:
+            while pending or running:
+                while pending:
+                    job = pending[0]
+                    cell = cells[job.cell_id]
+                    ranks = self._ranks(cell)
+                    places = min(ranks, self.jobs)  # a multi-device cell takes a place per rank
+                    if sum(r[5] for r in running.values()) + places > self.jobs:
+                        break
+                    gpus: list[str] = []
+                    if self.gpus:
+                        got = _take_gpus(free, ranks if cell.config.get("device") == "cuda" else 1)
+                        if got is None:
+                            break
+                        gpus = got
+                    pending.pop(0)
+                    resources = {"launcher": "local", "node": socket.gethostname(), "jobs": self.jobs,
+                                 "cells_sharing_device": self.per_gpu if gpus else 1,
+                                 "gpu_index": ",".join(gpus) if gpus else None}
+                    if ranks > 1:
+                        resources["ranks"] = ranks
+                    before = _on_disk(record_target(job.out, cell))
+                    proc = self._start(ctx, job, cell, gpus, places, ranks, resources)
+                    running[proc] = (job, time.monotonic(), gpus, resources, before, places)
+                    started += 1
+                    log(f"[{started}/{total}] {job.label} ({cell.family})"
+                        + (f" on {ranks} ranks, its own process" if ranks > 1 else ""))
+                time.sleep(POLL_S)
+                for proc in list(running):
+                    job, t0, gpus, resources, before, _ = running[proc]
+                    rss = _rss(proc.pid) if proc.pid else None
+                    if rss:
+                        peaks[job.cell_id] = max(peaks.get(job.cell_id, 0), rss)
+                    timed_out = job.timeout_s is not None and time.monotonic() - t0 > job.timeout_s
+                    if proc.is_alive() and not timed_out:
+                        continue
+                    if timed_out and proc.is_alive():
+                        proc.kill()
+                    proc.join()
+                    del running[proc]
+                    free.extend(gpus)
+                    res = unit_result(job.out, cells[job.cell_id], suite, proc.exitcode,
+                                      f"timed out after {job.timeout_s:.0f} s (killed)" if timed_out else None,
+                                      time.monotonic() - t0, before, peak_rss=peaks.get(job.cell_id),
+                                      resources={**resources, "cpu_threads": self.threads})
+                    results.append(res)
+                    rec = None
+                    if res.status == "ok":
+                        rec = _on_disk(record_target(job.out, cells[job.cell_id]))
+                    log_result(log, job.label, res, rec)
+                # progress over all workers (and other drivers): the driver's SuiteProgress
+        finally:
+            _stop_all(list(running))
+        return results

@@ -1,0 +1,479 @@
+"""Run a suite: each cell trains with ``lightning.Trainer``, keeps the best-on-validation
+checkpoint, tests that checkpoint, is measured, and becomes one JSON record written
+atomically. Finished cells are skipped on re-run, a failing cell (exception, NaN, out of
+memory) is recorded as ``failed`` and the matrix goes on.
+
+Several runs may share one output folder (two terminals, two GPUs): a run claims a cell
+(:mod:`benchmarks.run.claims`) before training it and skips cells another live run holds; each run
+keeps its checkpoints in a folder of its own; and a ``failed`` record never replaces an ``ok``
+one that another run wrote meanwhile."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import os
+import shutil
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.run import fingerprint as F
+from benchmarks.run import records as R
+from benchmarks.run import scoring as S
+from benchmarks.run.callbacks import CellFailure, _callbacks_module, _quiet_lightning
+from benchmarks.run.measure import PeakMemory, is_oom_error
+from benchmarks.config.suite import Cell, expand, resolve_device
+
+DEFAULT_CACHE = Path(os.environ.get("ATTNBENCH_CACHE", Path.home() / ".cache" / "attnbench"))
+
+
+@dataclass
+class RunOptions:
+    out: Path
+    data_dir: Path | None = None
+    cache_dir: Path = DEFAULT_CACHE
+    force: bool = False
+    retry_failed: bool = False
+    accelerator: str | None = None
+    devices: Any = None
+    keep_checkpoints: bool = False
+    cell_timeout: float | None = None  # wall limit per cell process (default: cell_timeout(config))
+    progress_every_s: float = 10.0
+    log: Any = print
+
+
+@dataclass
+class RunSummary:
+    ran: int = 0
+    skipped: int = 0
+    failed: list[str] = field(default_factory=list)
+    records: list[Path] = field(default_factory=list)
+    elsewhere: int = 0  # cells another live run was training: left to it
+
+
+# ----------------------------------------------------------------------------- one cell
+def _flops_per_sample(module, datamodule) -> float | None:
+    """FLOPs of one evaluation step (forward + loss) on a validation batch, per sample."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        batch = next(iter(datamodule.val_dataloader()))
+        batch = module.transfer_batch_to_device(batch, module.device, 0)
+        was_training = module.training
+        module.eval()
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            out = module.step(batch, "val")
+        module.train(was_training)
+        return counter.get_total_flops() / max(int(out.samples), 1)
+    except Exception as err:  # noqa: BLE001 - a measurement must never sink a finished cell
+        warnings.warn(f"FLOP count failed: {err}")
+        return None
+
+
+def _trainer_kwargs(cell: Cell, opts: RunOptions, ckpt_dir: Path, time_cap_s: float | None = None) -> dict[str, Any]:
+    import datetime as dt
+
+    t = cell.config["trainer"]
+    kw: dict[str, Any] = dict(
+        max_epochs=t["max_epochs"],
+        max_steps=t["max_steps"],
+        min_epochs=t["min_epochs"],
+        precision=t["precision"],
+        accelerator=opts.accelerator or t["accelerator"],
+        devices=opts.devices if opts.devices is not None else t["devices"],
+        gradient_clip_val=t["gradient_clip_val"],
+        check_val_every_n_epoch=t["check_val_every_n_epoch"],
+        deterministic=t["deterministic"],
+        logger=_loggers(cell, opts.out),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        # our samplers shard themselves by rank (tasks/common/sampling.py); Lightning's
+        # DistributedSampler wrapping would throw their length buckets away
+        use_distributed_sampler=False,
+        default_root_dir=str(ckpt_dir),
+    )
+    from benchmarks.run import distributed as D
+    kw.update(D.strategy_kwargs(kw["accelerator"], kw["devices"]))  # DDP for a multi-device cell; {} for one device
+    if time_cap_s:  # max_time_s in seconds on this machine (F.cell_budget)
+        kw["max_time"] = dt.timedelta(seconds=time_cap_s)
+    return kw
+
+
+#: ``attnbench run --logger NAME``: experiment trackers attached to every cell (the JSON records
+#: stay the source of truth). Passed to workers in ``$ATTNBENCH_LOGGER``.
+LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
+LOGGER_ENV = "ATTNBENCH_LOGGER"
+
+
+def _loggers(cell: Cell, out: Path) -> Any:
+    """Lightning loggers named suite / cell id, writing under ``OUT/logs`` (offline by default:
+    wandb in offline mode unless ``WANDB_MODE`` says otherwise, mlflow to a local file store)."""
+    names = [n for n in os.environ.get(LOGGER_ENV, "").split(",") if n]
+    if not names:
+        return False
+    from lightning.pytorch import loggers as PL
+
+    suite, save = str(cell.config.get("suite", "") or out.name), str(out / "logs")
+    made = []
+    for name in names:
+        if name == "csv":
+            made.append(PL.CSVLogger(save, name=suite, version=cell.cell_id))
+        elif name == "tensorboard":
+            made.append(PL.TensorBoardLogger(save, name=suite, version=cell.cell_id))
+        elif name == "wandb":
+            os.environ.setdefault("WANDB_MODE", "offline")
+            made.append(PL.WandbLogger(project=suite, name=cell.label, id=cell.cell_id, save_dir=save))
+        elif name == "mlflow":
+            made.append(PL.MLFlowLogger(experiment_name=suite, run_name=cell.cell_id,
+                                        tracking_uri=os.environ.get("MLFLOW_TRACKING_URI") or (out / "mlruns").resolve().as_uri()))
+    return made
+
+
+def new_record(cell: Cell, suite: str) -> dict[str, Any]:
+    """The record skeleton of ``cell`` (status ``failed`` until the cell finishes)."""
+    from tasks.common.registry import get_task
+
+    task = get_task(cell.task)
+    return {
+        "schema": R.SCHEMA_VERSION,
+        "suite": suite,
+        "cell_id": cell.cell_id,
+        "task": cell.task,
+        "dataset": cell.dataset,
+        "model": cell.model,
+        "family": cell.family,
+        "pattern": cell.pattern,
+        "seed": cell.seed,
+        "status": "failed",
+        "reason": None,
+        "metric": {"name": task.metric, "mode": task.mode},
+        "test": {},
+        "best_val": None,
+        "epochs_run": 0,
+        "cost": {},
+        "curve": [],
+        "stop": None,  # what ended training (F.stop_block)
+        "data": None,
+        "extras": {},
+        "config": cell.config,
+        "env": None,
+        "resources": _resources(),
+        "started": R.now_iso(),
+        "finished": None,
+    }
+
+
+def _resources() -> dict[str, Any]:
+    """What this cell's process had: threads, launcher, node, GPU slot and sharing (the
+    launcher passes its part in ``$ATTNBENCH_RESOURCES``)."""
+    import json
+    import socket
+
+    import torch
+
+    res: dict[str, Any] = {"launcher": "inline", "node": socket.gethostname(), "cpu_threads": torch.get_num_threads(),
+                           "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "cells_sharing_device": 1}
+    try:
+        res.update(json.loads(os.environ.get("ATTNBENCH_RESOURCES") or "{}"))
+    except ValueError:
+        pass
+    res["cpu_threads"] = torch.get_num_threads()  # what torch actually uses
+    return res
+
+
+def _suite_option(out: Path, key: str) -> Any:
+    """A suite-level option (not part of any cell id) from the manifest the driver wrote."""
+    import json
+
+    try:
+        return (json.loads((Path(out) / R.MANIFEST).read_text(encoding="utf-8")).get("config") or {}).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _set_float32_mode(tf32: bool) -> None:
+    """One switch for float32 arithmetic on CUDA: TF32 for matmuls *and* cuDNN convolutions, or
+    for neither (PyTorch's defaults differ: convolutions use TF32, matmuls do not, which would
+    give CNNs a faster float32 than attention and RNNs)."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+
+
+def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
+    """Train, select, test and measure one cell; returns its record (ok or failed)."""
+    import lightning as L
+    import torch
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+
+    from tasks.common.registry import get_task
+
+    task = get_task(cell.task)
+    rec = new_record(cell, suite)
+    # A folder of this process's own: a concurrent run on the same --out never touches it.
+    ckpt_dir = opts.out / ".checkpoints" / f"{cell.cell_id}-{os.getpid()}-{id(rec):x}"
+    monitor = None
+    device = "cpu"
+    fingerprint = F.manifest_fingerprint(opts.out)
+    try:
+        with _quiet_lightning():
+            import attn_core
+
+            attn_core.clear_caches()  # no block mask or compiled graph leaks in from an earlier cell
+            _set_float32_mode(bool(cell.config["trainer"].get("tf32", False)))
+            L.seed_everything(cell.seed, workers=True, verbose=False)
+            ds = task.datasets.get(cell.dataset)
+            dm = ds.build(opts.data_dir, opts.cache_dir, cell.seed, **cell.config["dataset_params"])
+            dm.prepare_data()
+            dm.setup("fit")
+            # The checksum is of the full data; a train_fraction subset is fixed by (fraction, seed).
+            rec["data"] = {"name": cell.dataset, "synthetic": ds.synthetic, "checksum": dm.checksum(),
+                           "info": S.comparable_info(dm.info)}  # what attnbench eval checks a new test set against
+            if cell.train_fraction < 1:
+                limit = getattr(dm, "limit_train", None)
+                if not callable(limit):
+                    raise CellFailure(f"train_fraction={cell.train_fraction}: dataset {cell.dataset!r} of task "
+                                      f"{cell.task!r} has no limit_train(fraction, seed)")
+                # The run seed draws the subset: every model with this seed sees the same examples.
+                rec["data"]["train_fraction"] = cell.train_fraction
+                rec["data"]["train_size"] = int(limit(cell.train_fraction, cell.seed))
+            elif isinstance(dm.info.get("num_train"), int):
+                rec["data"]["train_size"] = dm.info["num_train"]
+            spec = task.models.get(cell.model)
+            L.seed_everything(cell.seed, workers=True, verbose=False)  # same init whatever the data did
+            net = spec.build(dm.info, **cell.config["model_params"])
+            module = task.make_module(net, dm.info, **cell.config["module_params"])
+            rec["cost"]["params"] = sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+            metric_key = f"val/{task.metric}"
+            CellMonitor = _callbacks_module()
+            monitor = CellMonitor(task.metric, task.mode, cell.label, opts.log, opts.progress_every_s)
+            ckpt = ModelCheckpoint(dirpath=ckpt_dir, monitor=metric_key, mode=task.mode, save_top_k=1, filename="best")
+            callbacks = [monitor, ckpt]
+            patience = cell.config["trainer"]["early_stopping_patience"]
+            if patience:
+                callbacks.append(EarlyStopping(monitor=metric_key, mode=task.mode, patience=patience))
+            time_cap_s, calibration = F.cell_budget(cell.config["trainer"].get("max_time_s"), fingerprint)
+            trainer = L.Trainer(callbacks=callbacks, **_trainer_kwargs(cell, opts, ckpt_dir, time_cap_s))
+            device = str(trainer.strategy.root_device)
+
+            peak = PeakMemory(device)
+            peak.start()
+            t0 = time.perf_counter()
+            trainer.fit(module, datamodule=dm)
+            fit_time = time.perf_counter() - t0
+            rec["stop"] = F.stop_block(trainer, time_cap_s, calibration)
+            if not ckpt.best_model_path:
+                raise CellFailure(f"no validation metric {metric_key!r} was logged, so no best checkpoint exists")
+            test_out = trainer.test(module, datamodule=dm, ckpt_path=ckpt.best_model_path, verbose=False)
+            peak_bytes = peak.stop()
+
+            rec["test"] = {k.split("/", 1)[1]: float(v) for k, v in (test_out[0] if test_out else {}).items() if k.startswith("test/")}
+            if task.metric not in rec["test"] or not math.isfinite(rec["test"][task.metric]):
+                raise CellFailure(f"test metric {task.metric!r} missing or not finite: {rec['test']}")
+            best_score = float(ckpt.best_model_score) if ckpt.best_model_score is not None else None
+            rec["best_val"] = {"value": best_score, "epoch": monitor.best_epoch}
+            rec["epochs_run"] = trainer.current_epoch
+            counts = module.counts
+            rec["cost"].update(
+                {
+                    "flops_per_sample": _flops_per_sample(module, dm),
+                    "train_time_s": round(fit_time, 3),
+                    "train_compute_s": round(monitor.train_time, 3),
+                    "train_samples_per_s": counts["train"]["samples"] / monitor.train_time if monitor.train_time else None,
+                    "train_tokens_per_s": counts["train"]["tokens"] / monitor.train_time
+                    if monitor.train_time and counts["train"]["tokens"]
+                    else None,
+                    "infer_samples_per_s": counts["test"]["samples"] / monitor.test_time if monitor.test_time else None,
+                    "infer_tokens_per_s": counts["test"]["tokens"] / monitor.test_time
+                    if monitor.test_time and counts["test"]["tokens"]
+                    else None,
+                    "peak_mem_bytes": peak_bytes,
+                    "peak_mem_kind": "cuda_allocated" if peak.cuda else "cpu_rss_growth",
+                }
+            )
+            extras = getattr(module, "report_extras", None)
+            if callable(extras):
+                rec["extras"] = extras(trainer, dm) or {}
+            if cell.config.get("test_sets"):  # the module holds the best weights since trainer.test
+                rec["test_sets"] = S.score_test_sets(trainer, module, task, cell.config, cell.seed, dm.info,
+                                                     opts.data_dir, opts.cache_dir, opts.log)
+            if trainer.is_global_zero and (opts.keep_checkpoints or _suite_option(opts.out, "keep_checkpoints")):
+                rec["checkpoint"] = S.save_weights(S.weights_path(R.record_path(opts.out, rec)), module, {
+                    "cell_id": cell.cell_id, "task": cell.task, "dataset": cell.dataset, "model": cell.model,
+                    "best_epoch": monitor.best_epoch})
+            rec["status"] = "ok"
+    except KeyboardInterrupt:
+        raise
+    except Exception as err:  # noqa: BLE001 - any failure of one cell is recorded, the matrix goes on
+        kind = "out of memory" if is_oom_error(err) else type(err).__name__
+        rec["reason"] = f"{kind}: {str(err).strip().splitlines()[0][:500] if str(err).strip() else repr(err)}"
+        rec["traceback"] = traceback.format_exc(limit=-10)[-4000:]
+        with contextlib.suppress(Exception):
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()  # an OOM cell must not starve the next one
+    finally:
+        if monitor is not None:
+            rec["curve"] = monitor.curve
+            if rec["epochs_run"] == 0 and monitor.curve:
+                rec["epochs_run"] = monitor.curve[-1]["epoch"] + 1
+        shutil.rmtree(ckpt_dir, ignore_errors=True)  # Lightning's full checkpoint; kept weights are beside the record
+        gc.collect()
+    rec["env"] = R.environment(device, fingerprint=fingerprint)
+    rec["finished"] = R.now_iso()
+    return rec
+
+
+# ----------------------------------------------------------------------------- the suite
+def _existing(out: Path) -> dict[str, dict[str, Any]]:
+    """cell_id -> record already on disk (the newest when several)."""
+    return {r["cell_id"]: r for r in R.load_records(out)} if (out / R.RUNS_DIR).exists() else {}
+
+
+def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher: Any = None) -> RunSummary:
+    """Run every cell of a validated suite config that is not finished yet, through
+    ``launcher`` (default: inline, in this process). The driver writes the manifest (every
+    cell with its resolved config), decides what is unfinished, and hands those cells over."""
+    from benchmarks.run.launchers import CellJob, InlineLauncher
+
+    cells = expand(cfg)
+    suite = cfg["suite"]
+    opts.out.mkdir(parents=True, exist_ok=True)
+    done = _existing(opts.out)
+    todo = [c for c in cells if opts.force or c.cell_id not in done
+            or (done[c.cell_id].get("status") != "ok" and opts.retry_failed)]
+    # measured once per run, with the threads a cell will have; kept from the last run when none is left
+    fingerprint = F.measure_for_run(resolve_device(opts.accelerator or cfg["trainer"]["accelerator"]),
+                                    cfg["trainer"]["precision"], getattr(launcher, "threads", None)) \
+        if todo else F.manifest_fingerprint(opts.out)
+    R.write_json_atomic(
+        opts.out / R.MANIFEST,
+        {
+            "suite": suite,
+            "source": source,
+            "written": R.now_iso(),
+            "fingerprint": fingerprint,
+            "config": cfg,
+            "cells": [
+                {"cell_id": c.cell_id, "task": c.task, "dataset": c.dataset, "model": c.model, "family": c.family,
+                 "pattern": c.pattern, "seed": c.seed, "label": c.label,
+                 **({"train_fraction": c.train_fraction} if c.train_fraction < 1 else {}), "config": c.config}
+                for c in cells
+            ],
+        },
+    )
+    summary = RunSummary(skipped=len(cells) - len(todo))
+    n_failed_prev = sum(1 for c in cells if c not in todo and done[c.cell_id].get("status") != "ok")
+    log = opts.log
+    launcher = launcher or InlineLauncher(opts)
+    log(f"suite {suite!r}: {len(cells)} cells, {summary.skipped} already finished, {len(todo)} to run -> {opts.out} "
+        f"(launcher: {launcher.name})")
+    if todo:
+        log(f"  speed fingerprint: {F.format_fingerprint(fingerprint)}")
+    if n_failed_prev:
+        log(f"  ({n_failed_prev} finished cells had failed; --retry-failed reruns them)")
+    jobs = [CellJob(opts.out, c.cell_id, c.label, opts.data_dir, opts.cache_dir, opts.cell_timeout or cell_timeout(c.config, fingerprint),
+                    gpus=1.0 if c.config.get("device") == "cuda" else 0.0,  # what Slurm/Ray reserve
+                    force=opts.force, retry_failed=opts.retry_failed) for c in todo]
+    by_id = {c.cell_id: c for c in todo}
+    from benchmarks.run.progress import SuiteProgress
+
+    # done / running / failed / pending over every worker, read from the folder (any launcher)
+    with SuiteProgress(opts.out, todo, {c.cell_id: done.get(c.cell_id) for c in todo}, log,
+                       every_s=opts.progress_every_s) as progress:
+        for res in launcher.launch(jobs, progress.log):
+            if res.status in ("ok", "failed"):
+                summary.ran += 1
+                summary.records.append(R.record_path(opts.out, {**by_id[res.cell_id].__dict__}))
+            if res.status == "failed":
+                summary.failed.append(by_id[res.cell_id].label)
+            elif res.status == "elsewhere":
+                summary.elsewhere += 1
+            elif res.status == "finished":
+                summary.skipped += 1
+    with contextlib.suppress(OSError):  # only when empty: another run may still be using it
+        (opts.out / ".checkpoints").rmdir()
+    return summary
+
+
+def cell_timeout(config: dict[str, Any], fingerprint: dict[str, Any] | None = None) -> float | None:
+    """Wall limit of a cell's process: its time budget with room for data, testing and a slow
+    start (2x + 10 min); none for a cell without ``max_time_s`` (it ends by its epochs). A
+    calibrated budget is scaled by ``fingerprint`` (without one: 4x its reference seconds)."""
+    budget = (config.get("trainer") or {}).get("max_time_s")
+    return 2 * F.expected_seconds(budget, fingerprint) + 600 if budget else None
+
+
+def _on_disk(path: Path) -> dict[str, Any] | None:
+    """The record at ``path`` as it is now (another run may have written it), or ``None``."""
+    import json
+
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _same_record(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """Whether two loaded records are the same write (another run has not replaced it)."""
+    if a is None or b is None:
+        return a is b
+    return all(a.get(k) == b.get(k) for k in ("status", "started", "finished"))
+
+
+def _should_run(prev: dict[str, Any], opts: RunOptions, seen: dict[str, Any] | None) -> bool:
+    """Whether a cell whose record ``prev`` is on disk now still needs this run to train it;
+    ``seen`` is the record this run found when it started (another run may have written since)."""
+    if not _same_record(prev, seen):
+        return False  # written by another run while this one was going: it is fresh
+    if prev.get("status") == "ok":
+        return opts.force
+    return opts.force or opts.retry_failed
+
+
+def _store(path: Path, rec: dict[str, Any], opts: RunOptions, seen: dict[str, Any] | None, log) -> Path | None:
+    """Write ``rec`` atomically, unless it is a failure and an ``ok`` record is there that this
+    run did not mean to replace (written by another run since this one started, or kept
+    because the user did not ask for ``--force``)."""
+    prev = _on_disk(path)
+    if rec["status"] != "ok" and prev is not None and prev.get("status") == "ok":
+        if not opts.force or not _same_record(prev, seen):
+            log(f"    (kept the ok record at {path}; this attempt failed: {rec['reason']})")
+            return None
+    return R.write_json_atomic(path, rec)
+
+
+def run_micro_benchmarks(cfg: dict[str, Any], opts: RunOptions) -> list[str]:
+    """The suite's ``micro_benchmarks`` (default configs) into ``<out>/bench/<name>``; a finished
+    one is skipped unless ``force``; a failure is reported and the rest goes on. Returns the
+    names of those that failed (an exception or a non-zero exit code)."""
+    from benchmarks.config import CONFIG_DIR
+    from benchmarks.config.micro import MICRO_BENCHMARKS
+
+    failed: list[str] = []
+    for name in cfg.get("micro_benchmarks", []):
+        bench = MICRO_BENCHMARKS[name]
+        out = opts.out / "bench" / name
+        if (out / f"bench_{name}.json").exists() and not opts.force:
+            opts.log(f"micro-benchmark {name!r}: already done ({out}), skipped")
+            continue
+        opts.log(f"micro-benchmark {name!r} -> {out}")
+        try:
+            code = bench.run(config=CONFIG_DIR / bench.default_config, out=out, device=None, dtype=None, sets=[])
+            if code:
+                opts.log(f"micro-benchmark {name!r} exited with code {code}")
+                failed.append(name)
+        except Exception as err:  # noqa: BLE001 - the suite's results stand without it
+            opts.log(f"micro-benchmark {name!r} FAILED: {type(err).__name__}: {err}")
+            failed.append(name)
+    return failed

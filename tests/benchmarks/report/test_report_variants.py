@@ -1,0 +1,62 @@
+"""The report's "Attention variants across domains" section, from records only."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import report
+from benchmarks.run.records import record_path, write_json_atomic
+from benchmarks.report.variants import spearman
+from tests.helpers.records import cid as _cid
+from tests.helpers.records import make_record as _record
+
+# two domains, acc (max): per pattern (model) the accuracies of seeds 0-2
+RUNS = {
+    ("toy", "synth"): {"full": (0.90, 0.91, 0.92), "performer": (0.95, 0.96, 0.97), "linear": (0.80, 0.81, 0.82),
+                       "nystrom": (0.70, 0.71, 0.72)},
+    ("tagging", "synth2"): {"full": (0.60, 0.61, 0.62), "performer": (0.75, 0.76, 0.77), "linear": (0.50, 0.52, 0.54),
+                            "nystrom": (0.65, 0.66, 0.67)},
+}
+
+
+def _write(root, runs) -> None:
+    for (task, ds), patterns in runs.items():
+        for pattern, vals in patterns.items():
+            for seed, v in enumerate(vals):
+                rec = _record(task, ds, "transformer", seed, "acc", "max", v)
+                model = f"transformer_{pattern}"
+                rec.update(model=model, pattern=pattern, cell_id=_cid(task, ds, model, seed))
+                rec["cost"]["train_time_s"] = 100.0 if pattern == "full" else 50.0
+                write_json_atomic(record_path(root / "variants", rec), rec)
+
+
+def test_spearman():
+    assert spearman({"a": 1, "b": 2, "c": 3}, {"a": 1, "b": 2, "c": 3}) == (1.0, 3)
+    assert spearman({"a": 1, "b": 2, "c": 3}, {"a": 3, "b": 2, "c": 1}) == (-1.0, 3)
+    assert spearman({"a": 1, "b": 2, "x": 3}, {"a": 1, "b": 2, "y": 3}) == (None, 2)
+    rho, n = spearman({"a": 1, "b": 2, "c": 3, "d": 4}, {"a": 1, "b": 2, "c": 4, "d": 3})
+    assert n == 4 and rho == pytest.approx(0.8)
+
+
+def test_section_table_ranks_and_correlation(tmp_path):
+    _write(tmp_path, RUNS)
+    report.write_report(tmp_path / "variants")
+    md = (tmp_path / "variants" / "REPORT.md").read_text()
+    section = md[md.index("## Attention variants across domains"):]
+    lines = [ln.split("|")[1:-1] for ln in section.splitlines() if ln.startswith("| ")]
+    col = {c.strip(): i for i, c in enumerate(lines[0])}
+    rows = {ln[0].strip(): ln for ln in lines[1:]}
+    toy, tagging = col["toy / synth"], col["tagging / synth2"]
+    assert "0.96 ± " in rows["performer"][toy] and "(#1; transformer_performer)" in rows["performer"][toy]
+    assert "(#4; transformer_nystrom)" in rows["nystrom"][toy]
+    assert "(#2; transformer_nystrom)" in rows["nystrom"][tagging]
+    assert "· 50 s ·" in rows["linear"][toy] and "· 1.67 min ·" in rows["full"][toy]
+    # toy ranks performer, full, linear, nystrom; tagging performer, nystrom, full, linear: d^2 = 6, rho = 1 - 36/60 = 0.4
+    assert "| tagging / synth2 | toy / synth | 4 | +0.40 |" in section
+    assert "Attention variants across domains" in (tmp_path / "variants" / "report.html").read_text()
+
+
+def test_no_section_without_an_efficient_pattern(tmp_path):
+    _write(tmp_path, {k: {"full": v["full"]} for k, v in RUNS.items()})
+    report.write_report(tmp_path / "variants")
+    assert "Attention variants" not in (tmp_path / "variants" / "REPORT.md").read_text()

@@ -1,0 +1,79 @@
+"""The driver's progress over all workers (issue 16): counted from the output folder (records
+written since the run started, live claims), a bar on a terminal, plain lines in a log."""
+
+from __future__ import annotations
+
+import io
+
+from benchmarks.run import claims as C
+from benchmarks.run import records as R
+from benchmarks.run.progress import SuiteProgress, count_cells, format_counts
+from benchmarks.config.suite import Cell
+from benchmarks.run.worker import record_target
+
+
+def _cells(n: int) -> list[Cell]:
+    return [Cell(f"c{i:011d}", "toy", "points", "linear", "other", None, i, {}) for i in range(n)]
+
+
+def _write(out, cell, status, started="t0"):
+    R.write_json_atomic(record_target(out, cell), {"cell_id": cell.cell_id, "status": status, "started": started,
+                                                   "finished": started})
+
+
+def test_counts_only_what_this_run_wrote_and_live_claims(tmp_path):
+    cells = _cells(5)
+    _write(tmp_path, cells[0], "ok", "old")  # finished before the run: seen, so not this run's
+    seen = {c.cell_id: None for c in cells}
+    seen[cells[0].cell_id] = {"status": "ok", "started": "old", "finished": "old"}
+    assert count_cells(tmp_path, cells, seen) == {"done": 0, "failed": 0, "running": 0, "pending": 5}
+    _write(tmp_path, cells[1], "ok")
+    _write(tmp_path, cells[2], "failed")
+    held = C.claim(C.claim_path(record_target(tmp_path, cells[3])))  # a live worker (this process)
+    try:
+        assert count_cells(tmp_path, cells, seen) == {"done": 1, "failed": 1, "running": 1, "pending": 2}
+    finally:
+        held.release()
+    _write(tmp_path, cells[0], "ok", "new")  # rerun (--force) by this run
+    assert count_cells(tmp_path, cells, seen)["done"] == 2
+
+
+def test_format_counts_gives_an_eta_from_the_rate_so_far():
+    c = {"done": 3, "failed": 1, "running": 2, "pending": 4}
+    assert format_counts(c, 10, 120.0) == "4/10 finished (1 failed), 2 running, 4 pending, ETA 3.0 min"
+    assert "ETA" not in format_counts({"done": 0, "failed": 0, "running": 1, "pending": 1}, 2, 5.0)
+
+
+def test_plain_lines_when_not_a_terminal(tmp_path):
+    cells, lines = _cells(2), []
+    prog = SuiteProgress(tmp_path, cells, {c.cell_id: None for c in cells}, lines.append, every_s=0,
+                         stream=io.StringIO(), bar=None)
+    assert prog.bar is None
+    prog.update()
+    _write(tmp_path, cells[0], "ok")
+    prog.update()
+    prog.update()  # nothing changed: no new line
+    assert [ln.strip() for ln in lines] == ["progress: 0/2 finished (0 failed), 0 running, 2 pending",
+                                           lines[1].strip()]
+    assert lines[1].strip().startswith("progress: 1/2 finished (0 failed), 0 running, 1 pending, ETA")
+    prog.log("a log line")
+    assert lines[-1] == "a log line"
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_bar_on_a_terminal_with_log_lines_above_it(tmp_path, capsys):
+    cells, lines, tty = _cells(3), [], _Tty()
+    with SuiteProgress(tmp_path, cells, {c.cell_id: None for c in cells}, lines.append, poll_s=0.05,
+                       stream=tty) as prog:
+        assert prog.bar is not None
+        prog.log("[1/3] toy/points/linear seed=0")
+        _write(tmp_path, cells[0], "ok")
+        _write(tmp_path, cells[1], "failed")
+    text = tty.getvalue()
+    # printed by the bar (on stdout, cleared and redrawn around it), not by the plain log function
+    assert "[1/3] toy/points/linear seed=0" in capsys.readouterr().out and not lines
+    assert "2/3" in text and "1 failed, 0 running, 1 pending" in text

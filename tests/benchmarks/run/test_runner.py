@@ -1,0 +1,298 @@
+"""The runner: config validation, cell ids, failures recorded, resume, atomic records,
+and the best-validation checkpoint (not the last epoch) being tested."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from benchmarks.run import records as R
+from benchmarks.run.runner import RunOptions, run_suite
+from benchmarks.config.schema import ConfigError
+from benchmarks.config.suite import cell_id, expand, load_suite, validate_suite
+from tests.helpers import toy_task
+toy_task.register()
+CONFIGS = Path(__file__).resolve().parents[3] / "benchmarks" / "configs"
+
+
+class Flipping(nn.Module):
+    """Learns fine, then after 12 training steps flips its predictions: the last epoch is the
+    worst, so only testing the best-validation checkpoint gives a high test accuracy."""
+
+    def __init__(self, info) -> None:
+        super().__init__()
+        self.lin = nn.Linear(info["dim"], 2)
+        self.register_buffer("age", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        if self.training:
+            self.age += 1
+        out = self.lin(x)
+        return out if self.age < 12 else -out
+
+
+if "flipping" not in toy_task.TASKS.get("toy").models:
+    toy_task.TASKS.get("toy").models.register(
+        "flipping", toy_task.ModelSpec("flipping", "rnn", lambda info: Flipping(info), {})
+    )
+
+
+def _suite(models, **extra):
+    cfg = {"suite": "t", "seeds": 2, "trainer": {"max_epochs": 8, "accelerator": "cpu"},
+           "cells": [{"task": "toy", "dataset": "points", "models": models}]}
+    cfg.update(extra)
+    return cfg
+
+
+def _opts(tmp_path, **kw):
+    lines = []
+    return RunOptions(out=tmp_path / "out", cache_dir=tmp_path / "cache", log=lines.append, **kw), lines
+
+
+# ----------------------------------------------------------------------------- validation
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda c: c.update(epochs=3), r"unknown key 'epochs'; valid keys: suite, description, seeds, train_fraction, trainer, cells"),
+        (lambda c: c["trainer"].update(max_epoch=3), r"unknown key 'trainer.max_epoch'; valid keys of trainer: max_epochs"),
+        (lambda c: c["cells"][0].update(task="chess"), r"cells\[0\].task: unknown task 'chess'; valid: .*toy"),
+        (lambda c: c["cells"][0].update(dataset="cifar"), r"unknown dataset of task 'toy' 'cifar'; valid: points"),
+        (lambda c: c["cells"][0].update(models=["linear", "lstm"]), r"unknown model of task 'toy' 'lstm'; valid: .*linear"),
+        (lambda c: c["cells"][0].update(model_params={"linear": {"depth": 2}}), r"'cells\[0\].model_params.linear.depth'; valid model 'linear' parameters: hidden"),
+        (lambda c: c["cells"][0].update(model_params={"broken": {}}), r"model_params.broken': not among this cell's models"),
+        (lambda c: c["cells"][0].update(module_params={"lr_max": 1}), r"module_params.lr_max'; valid task 'toy' module parameters: lr"),
+        (lambda c: c["cells"][0].update(dataset_params={"size": 1}), r"dataset_params.size'; valid dataset 'points' parameters: n"),
+        (lambda c: c.update(seeds=0), r"seeds=0 is invalid"),
+        (lambda c: c["trainer"].update(precision="fp8"), r"trainer.precision='fp8' is invalid: expected one of"),
+        (lambda c: c.update(cells=[]), r"'cells' is empty"),
+    ],
+)
+def test_bad_configs_name_the_key_and_the_choices(mutate, match):
+    cfg = _suite(["linear"])
+    mutate(cfg)
+    with pytest.raises(ConfigError, match=match):
+        validate_suite(cfg, source="x.yaml")
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_validates(path):
+    raw = path.read_text()
+    if "cells:" not in raw:
+        pytest.skip("a micro-benchmark config (validated by its benchmark's tests)")
+    cfg = load_suite(path)
+    assert expand(cfg)
+
+
+def test_set_overrides_and_cell_ids(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text(json.dumps(_suite(["linear", "flipping"])))
+    cfg = load_suite(p, ["trainer.max_epochs=3", "seeds=[5, 7]"])
+    cells = expand(cfg)
+    assert [(c.model, c.seed) for c in cells] == [("linear", 5), ("linear", 7), ("flipping", 5), ("flipping", 7)]
+    assert all(c.config["trainer"]["max_epochs"] == 3 for c in cells)
+    assert len({c.cell_id for c in cells}) == 4
+    # the id is a hash of the resolved config: stable, order-independent, sensitive to values
+    c = cells[0].config
+    assert cell_id(dict(reversed(list(c.items())))) == cells[0].cell_id
+    assert cell_id({**c, "seed": 6}) != cells[0].cell_id
+    with pytest.raises(ConfigError, match="--set 'trainer.max_epochs'"):
+        load_suite(p, ["trainer.max_epochs"])
+
+
+def test_cell_trainer_absent_inherits_and_null_switches_off():
+    cfg = _suite(["linear"])
+    cfg["trainer"].update(early_stopping_patience=5, max_time_s=60)
+    cfg["cells"].append({"task": "toy", "dataset": "points", "models": ["flipping"],
+                         "trainer": {"early_stopping_patience": None, "max_epochs": 3}})
+    cells = expand(validate_suite(cfg, source="x.yaml"))
+    inherit = next(c for c in cells if c.model == "linear").config["trainer"]
+    off = next(c for c in cells if c.model == "flipping").config["trainer"]
+    assert (inherit["early_stopping_patience"], inherit["max_time_s"], inherit["max_epochs"]) == (5, 60, 8)
+    assert (off["early_stopping_patience"], off["max_time_s"], off["max_epochs"]) == (None, 60, 3)
+    # a key that cannot be off is still checked: null is refused with the key named
+    cfg["cells"][1]["trainer"] = {"max_epochs": None}
+    with pytest.raises(ConfigError, match=r"cells\[1\]\.trainer\.max_epochs"):
+        validate_suite(cfg, source="x.yaml")
+
+
+# ----------------------------------------------------------------------------- running
+def test_failures_are_recorded_and_the_matrix_goes_on(tmp_path):
+    cfg = validate_suite(
+        {"suite": "t", "seeds": 1, "trainer": {"max_epochs": 5, "accelerator": "cpu"},
+         "cells": [
+             {"task": "toy", "dataset": "points", "models": ["broken"], "model_params": {"broken": {"kind": "raise"}}},
+             {"task": "toy", "dataset": "points", "models": ["broken"], "model_params": {"broken": {"kind": "nan"}}},
+             {"task": "toy", "dataset": "points", "models": ["broken"], "model_params": {"broken": {"kind": "oom"}}},
+             {"task": "toy", "dataset": "points", "models": ["linear"]},
+         ]}
+    )
+    opts, lines = _opts(tmp_path)
+    summary = run_suite(cfg, opts)
+    recs = {(r["model"], r["config"]["model_params"].get("kind")): r for r in R.load_records(opts.out)}
+    assert summary.ran == 4 and len(summary.failed) == 3
+    assert recs[("broken", "raise")]["status"] == "failed" and "deliberately broken" in recs[("broken", "raise")]["reason"]
+    assert "non-finite training loss" in recs[("broken", "nan")]["reason"]
+    assert recs[("broken", "oom")]["reason"].startswith("out of memory")
+    ok = recs[("linear", None)]
+    assert ok["status"] == "ok" and ok["test"]["acc"] > 0.8
+    assert any("FAILED" in line for line in lines) and any("[4/4]" in line for line in lines)
+
+
+def test_record_contents_and_best_checkpoint_is_tested(tmp_path):
+    cfg = validate_suite(_suite(["flipping"], seeds=1))
+    opts, lines = _opts(tmp_path, progress_every_s=0.0)
+    run_suite(cfg, opts)
+    assert any("epoch 8/8 val/acc=" in line for line in lines)  # progress lines
+    (rec,) = R.load_records(opts.out)
+    assert rec["status"] == "ok", rec.get("reason")
+    curve = [p["val_metric"] for p in rec["curve"]]
+    assert max(curve) > 0.8 and curve[-1] < 0.3  # the model got worse after its best epoch
+    assert rec["best_val"]["value"] == pytest.approx(max(curve))
+    assert rec["best_val"]["epoch"] == curve.index(max(curve))
+    assert rec["test"]["acc"] > 0.8  # tested at the best checkpoint, not the last epoch
+    for key in ("params", "flops_per_sample", "train_time_s", "train_samples_per_s", "infer_samples_per_s", "peak_mem_bytes"):
+        assert rec["cost"][key] is not None and rec["cost"][key] >= 0, key
+    assert rec["cost"]["params"] == 4 * 2 + 2
+    assert rec["cost"]["train_tokens_per_s"] == pytest.approx(rec["cost"]["train_samples_per_s"] * 4)
+    assert rec["env"]["torch"] == torch.__version__ and "git_commit" in rec["env"]
+    assert rec["config"]["seed"] == 0 and rec["data"]["checksum"].startswith("sha256:")
+    assert not (opts.out / ".checkpoints").exists()
+
+
+def test_rerun_skips_finished_and_resumes_after_a_kill(tmp_path, monkeypatch):
+    cfg = validate_suite(_suite(["linear", "broken"]))
+    opts, _ = _opts(tmp_path)
+    import benchmarks.run.runner as runner
+
+    real, calls = runner.run_cell, []
+
+    def dies_on_third(cell, suite, o):
+        calls.append(cell.label)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the process is stopped mid-matrix
+        return real(cell, suite, o)
+
+    monkeypatch.setattr(runner, "run_cell", dies_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(cfg, opts)
+    assert len(R.load_records(opts.out)) == 2
+    monkeypatch.setattr(runner, "run_cell", real)
+    s = run_suite(cfg, opts)
+    assert (s.ran, s.skipped) == (2, 2)  # only the unfinished cells ran
+    s = run_suite(cfg, opts)
+    assert (s.ran, s.skipped) == (0, 4)
+    s = run_suite(cfg, RunOptions(out=opts.out, cache_dir=opts.cache_dir, retry_failed=True, log=lambda *_: None))
+    assert (s.ran, s.skipped) == (2, 2)  # the two failed 'broken' cells
+    s = run_suite(cfg, RunOptions(out=opts.out, cache_dir=opts.cache_dir, force=True, log=lambda *_: None))
+    assert s.ran == 4
+    assert len(R.load_records(opts.out)) == 4  # reruns replace records, never duplicate them
+    manifest = json.loads((opts.out / R.MANIFEST).read_text())
+    assert len(manifest["cells"]) == 4
+
+
+def test_interrupted_write_leaves_old_record_intact(tmp_path, monkeypatch):
+    path = tmp_path / "runs" / "a.json"
+    R.write_json_atomic(path, {"v": 1})
+
+    def boom(self, *a, **k):  # the temporary file exists; writing it fails half-way
+        self.open("w").write('{"v": ')
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Path, "write_text", boom)
+    with pytest.raises(OSError, match="disk full"):
+        R.write_json_atomic(path, {"v": 2})
+    monkeypatch.undo()
+    assert json.loads(path.read_text()) == {"v": 1}
+    assert [p.name for p in path.parent.iterdir()] == ["a.json"]  # no temp file left behind
+
+
+def test_corrupt_record_is_skipped_with_a_warning(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "bad.json").write_text('{"schema": 1, "cell_')
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert R.load_records(tmp_path) == []
+
+
+# ----------------------------------------------------------------------------- train_fraction
+def test_train_fraction_validation_and_cell_ids():
+    base = expand(validate_suite(_suite(["linear"])))
+    same = expand(validate_suite(_suite(["linear"], train_fraction=1.0)))
+    assert [c.cell_id for c in base] == [c.cell_id for c in same]  # 1.0 keeps the ids of old records
+    cells = expand(validate_suite(_suite(["linear"], train_fraction=[0.25, 1.0])))
+    assert [(c.train_fraction, c.seed) for c in cells] == [(0.25, 0), (0.25, 1), (1.0, 0), (1.0, 1)]
+    assert len({c.cell_id for c in cells}) == 4
+    assert "train=0.25" in cells[0].label and "train=" not in cells[2].label
+    cfg = _suite(["linear"])
+    cfg["cells"][0]["train_fraction"] = 0.5  # a cell's value overrides the suite's
+    assert {c.train_fraction for c in expand(validate_suite(cfg))} == {0.5}
+    for bad in (0, 1.5, [], [0.5, 0.5], "half", True):
+        with pytest.raises(ConfigError, match=r"train_fraction"):
+            validate_suite(_suite(["linear"], train_fraction=bad))
+
+
+def test_train_fraction_runs_on_a_seeded_subset_and_reports_a_sweep(tmp_path):
+    from benchmarks.report import write_report
+
+    cfg = validate_suite(_suite(["linear"], train_fraction=[0.25, 1.0], trainer={"max_epochs": 3, "accelerator": "cpu"}))
+    opts, _ = _opts(tmp_path)
+    run_suite(cfg, opts)
+    recs = R.load_records(opts.out)
+    assert len(recs) == 4 and all(r["status"] == "ok" for r in recs), [r.get("reason") for r in recs]
+    small = sorted((r for r in recs if r["data"].get("train_fraction") == 0.25), key=lambda r: r["seed"])
+    assert [r["data"]["train_size"] for r in small] == [40, 40]
+    full = [r for r in recs if "train_fraction" not in r["data"]]
+    assert [r["data"]["train_size"] for r in full] == [160, 160]
+    # the full-data checksum is recorded for every fraction: one dataset, no checksum warning
+    assert len({r["data"]["checksum"] for r in recs}) == 1
+    written = write_report(opts.out)
+    md = (opts.out / "REPORT.md").read_text()
+    assert "toy / points [train 25%]" in md and "quality vs training-set size" in md
+    assert any(k.endswith("__datasize.png") for k in written)
+    assert "different checksums" not in md
+
+
+def test_train_fraction_needs_limit_train(tmp_path, monkeypatch):
+    monkeypatch.delattr(toy_task.ToyData, "limit_train")
+    cfg = validate_suite(_suite(["linear"], seeds=1, train_fraction=0.5))
+    opts, _ = _opts(tmp_path)
+    run_suite(cfg, opts)
+    (rec,) = R.load_records(opts.out)
+    assert rec["status"] == "failed" and "has no limit_train" in rec["reason"]
+
+
+class _EpochEndClassifier(toy_task.Classifier):
+    """Logs val/acc once per epoch in on_validation_epoch_end (as corpus metrics like BLEU do)."""
+
+    def step(self, batch, stage):
+        out = super().step(batch, stage)
+        if stage == "val":
+            self._hits = getattr(self, "_hits", [])
+            self._hits.append(out.metrics.pop("acc"))
+        return out
+
+    def on_validation_epoch_end(self):
+        self.log("val/acc", torch.stack(self._hits).mean())
+        self._hits = []
+
+
+def test_metric_logged_at_epoch_end_reaches_the_curve(tmp_path):
+    if "toy_epoch" not in toy_task.TASKS:
+        t = toy_task.Task(name="toy_epoch", metric="acc", mode="max",
+                          make_module=lambda net, info, **kw: _EpochEndClassifier(net, **kw), module_params={"lr": 0.05})
+        t.datasets.register("points", toy_task.TASKS.get("toy").datasets.get("points"))
+        t.models.register("linear", toy_task.TASKS.get("toy").models.get("linear"))
+        toy_task.register_task(t)
+    cfg = _suite(["linear"], seeds=1)
+    cfg["cells"][0]["task"] = "toy_epoch"
+    opts, _ = _opts(tmp_path)
+    run_suite(validate_suite(cfg), opts)
+    (rec,) = R.load_records(opts.out)
+    assert rec["status"] == "ok", rec.get("reason")
+    vals = [p["val_metric"] for p in rec["curve"]]
+    assert len(vals) == 8 and all(v is not None for v in vals)
+    assert rec["best_val"]["value"] == pytest.approx(max(vals)) and rec["best_val"]["epoch"] == vals.index(max(vals))
