@@ -15,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-__all__ = ["model_pattern", "takes_window", "PatternCheck", "PATTERN_PARAMS", "PRESET_PATTERNS", "variant_presets"]
+from tasks.common.registry import ModelSpec, model_spec, register_preset
+
+__all__ = ["model_pattern", "takes_window", "PatternCheck", "PATTERN_PARAMS", "PRESET_PATTERNS", "variant_presets",
+           "register_variants"]
 
 #: The model parameter holding a pattern's own parameters (default ``None``: the pattern's defaults).
 PATTERN_PARAMS = "pattern_params"
@@ -79,15 +82,31 @@ def variant_presets(
     base: str, params: Mapping[str, Any], *, allowed: Callable[[str], bool], key: str = "pattern",
     own: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, tuple[str, dict[str, Any]]]:
-    """``{f"{base}_{pattern}": (pattern, params)}``: model ``base``'s registered ``params`` with
-    ``key`` set to each of :data:`PRESET_PATTERNS` that is registered and ``allowed`` (what the
-    model can use), and ``pattern_params`` set to ``own[pattern]`` (e.g. a domain's window)."""
+    """``{f"{base}_{pattern}": (pattern, overrides)}`` for each of :data:`PRESET_PATTERNS` that is
+    registered and ``allowed`` (what the model can use). ``overrides``: what the preset changes of
+    model ``base``'s registered ``params``: ``key`` set to the pattern, ``pattern_params`` to
+    ``own[pattern]`` (e.g. a domain's window), ``window`` (when the model has one) to ``None``."""
     import attn_core
 
     out = {}
     for pattern in PRESET_PATTERNS:
         if pattern in attn_core.PATTERNS and allowed(pattern):
             extra = {"window": None} if "window" in params else {}
-            out[f"{base}_{pattern}"] = (pattern, {**params, **extra, key: pattern,
-                                                  PATTERN_PARAMS: dict((own or {}).get(pattern, {}))})
+            own_params = dict((own or {}).get(pattern, {}))
+            out[f"{base}_{pattern}"] = (pattern, {**extra, key: pattern, PATTERN_PARAMS: own_params})
     return out
+
+
+def register_variants(
+    base: Callable[..., Any] | ModelSpec, *, allowed: Callable[[str], bool], description: str,
+    own: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[ModelSpec]:
+    """Register the :func:`variant_presets` of model ``base`` (its builder function or
+    :class:`~tasks.common.registry.ModelSpec`) with :func:`~tasks.common.registry.register_preset`:
+    left out of ``models: all``, ``pattern_params`` left out of cell ids at its default,
+    ``description`` formatted with ``{pattern}``. Returns their specs."""
+    spec = base if isinstance(base, ModelSpec) else model_spec(base)
+    presets = variant_presets(spec.name, spec.params, allowed=allowed, key=spec.pattern_param, own=own)
+    return [register_preset(name, spec, overrides, description=description.format(pattern=pattern), in_all=False,
+                            omit_when_default=(PATTERN_PARAMS,))
+            for name, (pattern, overrides) in presets.items()]

@@ -8,14 +8,34 @@ What a parameter may be set to (checked by the suite config before any cell runs
 :func:`param_bounds`: an explicit :class:`Bounds` a registration declares (``bounds=`` on
 :class:`ModelSpec` / :class:`DatasetSpec`, ``module_bounds=`` on :class:`Task`), else a rule
 from the parameter's name and registered default (see :func:`param_bounds`).
+
+Models are registered by decorator (timm's ``@register_model``): the builder function's name is
+the model's name, its keyword-only defaults are the model's parameters and the first paragraph
+of its docstring is the description, so there is no table beside the code. A preset is the same
+builder registered under another name with other defaults (:func:`register_preset`)::
+
+    @register_model(family="attention", pattern="full", check=PatternCheck(padding=True))
+    def transformer(data_info, *, layers=2, d_model=128, pattern="full", window=None) -> nn.Module:
+        # docstring "Transformer encoder, full attention": the description
+        return Net(data_info["vocab"], layers=layers, d_model=d_model, pattern=pattern, window=window)
+
+    register_preset("transformer_w8", transformer, {"pattern": "truncated", "window": 8},
+                    description="the same with truncated attention (+-8)")
+
+A domain collects what its ``models.py`` registered with :func:`registered_models` (:func:`define_task`
+does it); a plug-in adds a model to an existing task with ``task=``.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import importlib
+import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
+from types import ModuleType
+from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 
 FAMILIES = ("attention", "rnn", "cnn", "other")
 
@@ -162,7 +182,8 @@ class Registry(Generic[T]):
 @dataclass(frozen=True)
 class ModelSpec:
     """A network registered by name. ``build(data_info, **params)`` returns an ``nn.Module``;
-    ``params`` are the defaults a config may override (unknown keys are errors)."""
+    ``params`` are the defaults a config may override (unknown keys are errors). Built-in models
+    make theirs with :func:`register_model` and :func:`register_preset`."""
 
     name: str
     family: str
@@ -285,3 +306,154 @@ def available_tasks() -> list[str]:
 def get_task(name: str) -> Task:
     available_tasks()
     return TASKS.get(name)
+
+
+# --------------------------------------------------------------------------- models by decorator
+#: module name -> {model name: spec}, in registration order (timm's ``_module_to_models``)
+_MODULE_MODELS: dict[str, dict[str, ModelSpec]] = {}
+
+B = TypeVar("B", bound=Callable[..., Any])
+
+
+def builder_params(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The parameters of model builder ``fn``: its keyword-only arguments with their defaults
+    (copies), in order. ``fn`` takes ``data_info`` as its one positional argument; every
+    keyword-only argument needs a default (it is what a config may leave out)."""
+    params: dict[str, Any] = {}
+    positional = 0
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            positional += 1
+        elif p.kind is p.KEYWORD_ONLY:
+            if p.default is p.empty:
+                raise TypeError(f"model builder {fn.__name__!r}: keyword-only {p.name!r} needs a default")
+            params[p.name] = copy.deepcopy(p.default)
+        else:
+            raise TypeError(f"model builder {fn.__name__!r}: *{p.name} is not allowed; name every parameter")
+    if positional != 1:
+        raise TypeError(f"model builder {fn.__name__!r}: expected one positional argument (data_info), "
+                        f"then keyword-only parameters; got {positional} positional")
+    return params
+
+
+def _build_model(fn: Callable[..., Any], name: str, data_info: Any, /, **params: Any) -> Any:
+    """:attr:`ModelSpec.build` of a registered builder: ``fn(data_info, **params)``, an unknown
+    parameter a ``ValueError`` that lists the valid ones."""
+    valid = builder_params(fn)
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise ValueError(f"model {name!r}: unknown parameter(s) {', '.join(unknown)}; "
+                         f"valid: {', '.join(sorted(valid))}")
+    return fn(data_info, **params)
+
+
+def builder_of(spec: ModelSpec) -> Callable[..., Any]:
+    """The builder function behind ``spec`` (the same for a model and its presets), or ``spec.build``
+    itself for a spec made by hand."""
+    build = spec.build
+    if isinstance(build, functools.partial) and build.func is _build_model:
+        return build.args[0]
+    return build
+
+
+def _describe(fn: Callable[..., Any]) -> str:
+    """The first paragraph of ``fn``'s docstring on one line."""
+    doc = inspect.getdoc(fn) or ""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def _add(module: str | None, spec: ModelSpec, task: str | None) -> ModelSpec:
+    """Record ``spec`` among ``module``'s models (None: nowhere) and, with ``task``, in that task."""
+    models = _MODULE_MODELS.setdefault(module, {}) if module is not None else {}
+    if spec.name in models:
+        raise ValueError(f"model {spec.name!r} is registered twice in {module}")
+    if task is not None:
+        get_task(task).models.register(spec.name, spec)
+    models[spec.name] = spec
+    return spec
+
+
+def register_model(
+    *, family: str, pattern: str | None = None, description: str | None = None,
+    check: Callable[[dict[str, Any]], None] | None = None, bounds: Mapping[str, Bounds] | None = None,
+    omit_when_default: tuple[str, ...] = (), pattern_param: str = "pattern", in_all: bool = True,
+    task: str | None = None,
+) -> Callable[[B], B]:
+    """Decorator: register builder ``fn(data_info, *, param=default, ...) -> nn.Module`` as model
+    ``fn.__name__`` with the :class:`ModelSpec` options given; its parameters are
+    :func:`builder_params` (the signature is their one source), its description the first
+    paragraph of its docstring unless ``description`` is given. ``task``: also register it in
+    that task now (a plug-in's model); otherwise the domain collects it with
+    :func:`registered_models`. Returns ``fn`` unchanged; a name registered twice is an error."""
+    def decorate(fn: B) -> B:
+        spec = ModelSpec(
+            name=fn.__name__, family=family, build=functools.partial(_build_model, fn, fn.__name__),
+            params=builder_params(fn), pattern=pattern,
+            description=_describe(fn) if description is None else description, bounds=dict(bounds or {}),
+            check=check, omit_when_default=tuple(omit_when_default), pattern_param=pattern_param, in_all=in_all,
+        )
+        _add(fn.__module__, spec, task)
+        return fn
+
+    return decorate
+
+
+def model_spec(fn: Callable[..., Any]) -> ModelSpec:
+    """The spec :func:`register_model` made for builder ``fn``."""
+    spec = _MODULE_MODELS.get(getattr(fn, "__module__", ""), {}).get(getattr(fn, "__name__", ""))
+    if spec is None or builder_of(spec) is not fn:
+        raise ValueError(f"{fn!r} is not a model builder registered with @register_model")
+    return spec
+
+
+def register_preset(
+    name: str, base: Callable[..., Any] | ModelSpec, params: Mapping[str, Any], *, description: str,
+    family: str | None = None, pattern: str | None = None, in_all: bool = True,
+    omit_when_default: tuple[str, ...] | None = None, task: str | None = None,
+) -> ModelSpec:
+    """Register ``base``'s builder (a registered builder function or the spec of a model or preset)
+    as model ``name`` with other defaults ``params``: a preset, not a copy. The other options come
+    from ``base`` unless given; ``pattern`` defaults to the one ``params`` names
+    (:meth:`ModelSpec.pattern_for`). Recorded beside the builder's own models, or with ``task``
+    (a plug-in's preset of any registered model) in that task only. Returns the new spec."""
+    spec = model_spec(base) if not isinstance(base, ModelSpec) else base
+    unknown = sorted(set(params) - set(spec.params))
+    if unknown:
+        raise ValueError(f"preset {name!r} of {spec.name!r}: unknown parameter(s) {', '.join(unknown)}; "
+                         f"valid: {', '.join(spec.params)}")
+    if not isinstance(spec.build, functools.partial) or spec.build.func is not _build_model:
+        raise ValueError(f"preset {name!r}: {spec.name!r} was not registered with @register_model")
+    fn, base_kw = builder_of(spec), spec.build.keywords
+    merged = {**copy.deepcopy(spec.params), **copy.deepcopy(dict(params))}
+    preset = dataclasses.replace(
+        spec, name=name, params=merged, description=description, in_all=in_all,
+        build=functools.partial(_build_model, fn, name, **{**base_kw, **copy.deepcopy(dict(params))}),
+        family=spec.family if family is None else family,
+        pattern=pattern if pattern is not None else spec.pattern_for(merged),
+        omit_when_default=spec.omit_when_default if omit_when_default is None else tuple(omit_when_default),
+    )
+    return _add(fn.__module__ if task is None else None, preset, task)
+
+
+def registered_models(module: str | ModuleType) -> list[ModelSpec]:
+    """The models registered by builders of ``module`` (and their presets), in registration order."""
+    name = module if isinstance(module, str) else module.__name__
+    return list(_MODULE_MODELS.get(name, {}).values())
+
+
+# --------------------------------------------------------------------------- a task in one call
+def define_task(
+    name: str, *, metric: str, mode: str, description: str, module: ModuleType, models: ModuleType | str,
+    datasets: Iterable[DatasetSpec], module_bounds: Mapping[str, Bounds] | None = None,
+) -> Task:
+    """Make task ``name`` from its domain's pieces and register it: ``module`` (its ``module.py``,
+    with ``make_module`` and ``MODULE_DEFAULTS``), the ``models`` its ``models.py`` registered,
+    and ``datasets`` (their ``params`` are copied). Returns the :class:`Task`."""
+    task = Task(name=name, metric=metric, mode=mode, make_module=module.make_module,
+                module_params=dict(module.MODULE_DEFAULTS), description=description,
+                module_bounds=dict(module_bounds or {}))
+    for ds in datasets:
+        task.datasets.register(ds.name, dataclasses.replace(ds, params=dict(ds.params)))
+    for spec in registered_models(models):
+        task.models.register(spec.name, spec)
+    return register_task(task)

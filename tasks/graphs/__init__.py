@@ -7,40 +7,16 @@ Registers the ``graphs`` task (headline metric ``acc``, higher is better) with i
 
 from __future__ import annotations
 
-from tasks.common.registry import DatasetSpec, Task, register_task
+from tasks.common.registry import DatasetSpec, define_task
+from tasks.graphs import models, module
 from tasks.graphs.data import PLANETOID_DEFAULTS, SBM_DEFAULTS, build_planetoid, build_sbm
-from tasks.graphs.models import register_models
-from tasks.graphs.module import MODULE_DEFAULTS, GraphNodeClassifier, make_module
+from tasks.graphs.module import GraphNodeClassifier
 
 __all__ = ["TASK", "GraphNodeClassifier"]
 
-TASK = Task(
-    name="graphs",
-    metric="acc",
-    mode="max",
-    make_module=make_module,
-    module_params=dict(MODULE_DEFAULTS),
-    description="transductive node classification, full batch (GAT protocol)",
-)
-TASK.datasets.register(
-    "planetoid",
-    DatasetSpec(
-        name="planetoid",
-        build=build_planetoid,
-        params=dict(PLANETOID_DEFAULTS),
-        synthetic=False,
-        description="Planetoid citation graph (Cora/CiteSeer/PubMed), public split, row-normalised features",
-    ),
-)
-TASK.datasets.register(
-    "sbm",
-    DatasetSpec(
-        name="sbm",
-        build=build_sbm,
-        params=dict(SBM_DEFAULTS),
-        synthetic=True,
-        description="synthetic stochastic block model: homophilous edges, noisy class-correlated features",
-    ),
-)
-register_models(TASK.models)
-register_task(TASK)
+TASK = define_task("graphs", metric="acc", mode="max", module=module, models=models, datasets=[
+    DatasetSpec("planetoid", build_planetoid, PLANETOID_DEFAULTS,
+                description="Planetoid citation graph (Cora/CiteSeer/PubMed), public split, row-normalised features"),
+    DatasetSpec("sbm", build_sbm, SBM_DEFAULTS, synthetic=True,
+                description="synthetic stochastic block model: homophilous edges, noisy class-correlated features"),
+], description="transductive node classification, full batch (GAT protocol)")

@@ -26,18 +26,18 @@ calls the shared attention maths of :mod:`attn_core` directly.
 
 from __future__ import annotations
 
-import functools
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 import attn_core
-from tasks.common.patterns import PATTERN_PARAMS, model_pattern, variant_presets
-from tasks.common.registry import ModelSpec, Registry
+from tasks.common.patterns import PATTERN_PARAMS, model_pattern, register_variants
+from tasks.common.registry import register_model, register_preset
 
-__all__ = ["AttentionNet", "GCN", "GGNN", "MLP", "MODELS", "register_models", "node_pattern", "ORDERED_PATTERNS"]
+__all__ = ["AttentionNet", "GCN", "GGNN", "MLP", "node_pattern", "ORDERED_PATTERNS", "graph_attention", "gcn", "ggnn",
+           "mlp"]
 
 
 def _unpack(data_or_x: Any, edge_index: Tensor | None) -> tuple[Tensor, Tensor | None]:
@@ -179,7 +179,7 @@ class AttentionNet(_GraphNet):
     every layer's input; hidden layers concatenate ``heads`` heads of ``hidden`` features, the
     last layer averages ``out_heads`` heads of width ``num_classes``. With ``pattern="graph"``
     and ``self_loops`` each node also attends to itself; ``residual`` adds a linear skip
-    ``W_res x`` to every layer's output (needed by ``pattern="full"``, see ``MODELS``)."""
+    ``W_res x`` to every layer's output (needed by ``pattern="full"``, see ``full_attention``)."""
 
     def __init__(
         self,
@@ -279,65 +279,64 @@ class MLP(_GraphNet):
 
 
 # --------------------------------------------------------------------------- registry
-def _build(cls: type, data_info: dict, **params: Any) -> nn.Module:
-    if cls is AttentionNet and "num_nodes" in data_info:  # sizes patterns sized by the length
-        params.setdefault("num_nodes", int(data_info["num_nodes"]))
-    return cls(int(data_info["num_features"]), int(data_info["num_classes"]), **params)
+def _sizes(data_info: Mapping[str, Any]) -> tuple[int, int]:
+    return int(data_info["num_features"]), int(data_info["num_classes"])
 
 
-def _builder(cls: type):
-    """``build(data_info, **params)`` for ``cls`` (a partial, so specs stay picklable)."""
-    return functools.partial(_build, cls)
+_ATTENTION = dict(family="attention", check=_check_attention_net, omit_when_default=(PATTERN_PARAMS,))
 
 
-#: GAT's Cora setup (2 layers, 8 heads, out 1 head, dropout 0.6 on features and attention,
-#: ELU) but 32 features per head instead of 8. Cora test accuracy, 10 seeds, best-val-acc
-#: checkpoint: 8/head 82.1-82.5, 16/head 82.2-82.8, 32/head 82.7-82.8 (and a smaller spread).
-_ATTN = dict(hidden=32, heads=8, out_heads=1, layers=2, dropout=0.6, attn_dropout=0.6, self_loops=True, residual=False,
-             pattern_params=None)
+@register_model(pattern="graph", **_ATTENTION)
+def graph_attention(
+    data_info: Mapping[str, Any], *, hidden: int = 32, heads: int = 8, out_heads: int = 1, layers: int = 2,
+    dropout: float = 0.6, attn_dropout: float = 0.6, self_loops: bool = True, residual: bool = False,
+    pattern_params: dict[str, Any] | None = None, pattern: str = "graph", score: str = "additive",
+) -> AttentionNet:
+    """GAT-style attention over in-neighbours + self (additive score)
 
-#: name -> (family, class, default params, pattern, description)
-MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
-    "graph_attention": (
-        "attention", AttentionNet, {**_ATTN, "pattern": "graph", "score": "additive"}, "graph",
-        "GAT-style attention over in-neighbours + self (additive score)",
-    ),
-    "graph_attention_dot": (
-        "attention", AttentionNet, {**_ATTN, "pattern": "graph", "score": "dot"}, "graph",
-        "graph-masked attention with scaled dot-product score",
-    ),
-    # Over all nodes a node's own features are one of N inputs, so without a skip connection
-    # every node gets ~the same output (Cora: 32% test accuracy): residual=True keeps them.
-    # Attention dropout is off because on CPU SDPA with dropout materialises N x N per head
-    # and runs ~5-10x slower; additive scores are static over all nodes, hence dot.
-    "full_attention": (
-        "attention", AttentionNet,
-        {**_ATTN, "pattern": "full", "score": "dot", "residual": True, "attn_dropout": 0.0}, "full",
-        "the same network attending over all nodes (no graph mask): dot score, residual, no attention dropout",
-    ),
-    "gcn": ("cnn", GCN, {"hidden": 64, "layers": 2, "dropout": 0.5}, None, "GCN (Kipf & Welling 2017)"),
-    # Mean aggregation (GGNN's original is a sum): on Cora 77.5 vs 74.9 over 2 seeds.
-    "ggnn": ("rnn", GGNN, {"hidden": 64, "steps": 2, "dropout": 0.5, "aggr": "mean"}, None, "gated graph network (GRU node update)"),
-    "mlp": ("other", MLP, {"hidden": 64, "layers": 2, "dropout": 0.5}, None, "MLP floor (ignores edges)"),
-}
+    GAT's Cora setup (2 layers, 8 heads, out 1 head, dropout 0.6 on features and attention, ELU)
+    but 32 features per head instead of 8. Cora test accuracy, 10 seeds, best-val-acc checkpoint:
+    8/head 82.1-82.5, 16/head 82.2-82.8, 32/head 82.7-82.8 (and a smaller spread)."""
+    num_nodes = int(data_info["num_nodes"]) if "num_nodes" in data_info else None  # sizes patterns sized by length
+    return AttentionNet(*_sizes(data_info), hidden=hidden, heads=heads, out_heads=out_heads, layers=layers,
+                        pattern=pattern, score=score, dropout=dropout, attn_dropout=attn_dropout,
+                        self_loops=self_loops, residual=residual, pattern_params=pattern_params, num_nodes=num_nodes)
+
+
+register_preset("graph_attention_dot", graph_attention, {"score": "dot"},
+                description="graph-masked attention with scaled dot-product score")
+# Over all nodes a node's own features are one of N inputs, so without a skip connection every node
+# gets ~the same output (Cora: 32% test accuracy): residual=True keeps them. Attention dropout is off
+# because on CPU SDPA with dropout materialises N x N per head and runs ~5-10x slower; additive
+# scores are static over all nodes, hence dot.
+FULL_ATTENTION = register_preset(
+    "full_attention", graph_attention, {"pattern": "full", "score": "dot", "residual": True, "attn_dropout": 0.0},
+    description="the same network attending over all nodes (no graph mask): dot score, residual, no attention dropout",
+)
+
+
+@register_model(family="cnn")
+def gcn(data_info: Mapping[str, Any], *, hidden: int = 64, layers: int = 2, dropout: float = 0.5) -> GCN:
+    """GCN (Kipf & Welling 2017)"""
+    return GCN(*_sizes(data_info), hidden=hidden, layers=layers, dropout=dropout)
+
+
+@register_model(family="rnn")
+def ggnn(data_info: Mapping[str, Any], *, hidden: int = 64, steps: int = 2, dropout: float = 0.5,
+         aggr: str = "mean") -> GGNN:
+    """gated graph network (GRU node update)
+
+    Mean aggregation (GGNN's original is a sum): on Cora 77.5 vs 74.9 over 2 seeds."""
+    return GGNN(*_sizes(data_info), hidden=hidden, steps=steps, dropout=dropout, aggr=aggr)
+
+
+@register_model(family="other")
+def mlp(data_info: Mapping[str, Any], *, hidden: int = 64, layers: int = 2, dropout: float = 0.5) -> MLP:
+    """MLP floor (ignores edges)"""
+    return MLP(*_sizes(data_info), hidden=hidden, layers=layers, dropout=dropout)
 
 
 #: ``full_attention_<pattern>`` presets (not in ``models: all``): full_attention's network over all
 #: nodes with each order-free efficient pattern (:func:`node_pattern`); not linformer/local_global.
-VARIANTS = variant_presets("full_attention", MODELS["full_attention"][2],
-                           allowed=lambda p: p not in ORDERED_PATTERNS)
-
-
-def register_models(registry: Registry[ModelSpec]) -> None:
-    for name, (family, cls, params, pattern, desc) in MODELS.items():
-        attention = dict(check=_check_attention_net, omit_when_default=(PATTERN_PARAMS,)) if pattern else {}
-        registry.register(
-            name,
-            ModelSpec(name=name, family=family, build=_builder(cls), params=dict(params), pattern=pattern,
-                      description=desc, **attention),
-        )
-    for name, (pattern, params) in VARIANTS.items():
-        registry.register(name, ModelSpec(name=name, family="attention", build=_builder(AttentionNet), params=params,
-                                          pattern=pattern, in_all=False, check=_check_attention_net,
-                                          omit_when_default=(PATTERN_PARAMS,),
-                                          description=f"full_attention's network over all nodes with {pattern} attention"))
+register_variants(FULL_ATTENTION, allowed=lambda p: p not in ORDERED_PATTERNS,
+                  description="full_attention's network over all nodes with {pattern} attention")

@@ -17,19 +17,18 @@ context modelling, not features. Every network maps the batch dict of
 
 from __future__ import annotations
 
-import functools
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 import attn_core
-from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, variant_presets
-from tasks.common.registry import ModelSpec, Registry
+from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, register_variants
+from tasks.common.registry import register_model, register_preset
 
 __all__ = ["TokenEmbedder", "TransformerContext", "LSTMContext", "ConvContext", "NoContext", "Tagger",
-           "MODELS", "register_models"]
+           "transformer", "bilstm", "cnn", "mlp"]
 
 
 class TokenEmbedder(nn.Module):
@@ -170,42 +169,56 @@ class Tagger(nn.Module):
         return self.encoder(self.embed(batch), batch["mask"], need_weights=True)[1]
 
 
-def _build(encoder: type[nn.Module], data_info: dict, **params: Any) -> Tagger:
-    return Tagger(int(data_info["num_words"]), int(data_info["num_chars"]), int(data_info["num_tags"]),
-                  encoder, **params)
+def _tagger(data_info: Mapping[str, Any], encoder: type[nn.Module], **params: Any) -> Tagger:
+    sizes = int(data_info["num_words"]), int(data_info["num_chars"]), int(data_info["num_tags"])
+    return Tagger(*sizes, encoder, **params)
 
 
-_EMB = {"word_dim": 100, "char_dim": 32, "char_out": 64, "emb_dropout": 0.3}
-_TRF = {**_EMB, "d_model": 256, "heads": 8, "layers": 4, "ff": 512, "dropout": 0.2, PATTERN_PARAMS: None}
+@register_model(family="attention", pattern="full", check=PatternCheck(padding=True),
+                omit_when_default=(PATTERN_PARAMS,))
+def transformer(
+    data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: int = 32, char_out: int = 64,
+    emb_dropout: float = 0.3, d_model: int = 256, heads: int = 8, layers: int = 4, ff: int = 512, dropout: float = 0.2,
+    pattern_params: dict[str, Any] | None = None, pattern: str = "full", window: int | None = None,
+) -> Tagger:
+    """Transformer encoder (attn_core, pre-LN, sinusoidal positions), full attention"""
+    return _tagger(data_info, TransformerContext, word_dim=word_dim, char_dim=char_dim, char_out=char_out,
+                   emb_dropout=emb_dropout, d_model=d_model, heads=heads, layers=layers, ff=ff, dropout=dropout,
+                   pattern_params=pattern_params, pattern=pattern, window=window)
 
-#: name -> (family, encoder class, default params, pattern, description)
-MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
-    "transformer": ("attention", TransformerContext, {**_TRF, "pattern": "full", "window": None}, "full",
-                    "Transformer encoder (attn_core, pre-LN, sinusoidal positions), full attention"),
-    "transformer_truncated": ("attention", TransformerContext, {**_TRF, "pattern": "truncated", "window": 4},
-                              "truncated", "the same with truncated attention (window words either side)"),
-    "bilstm": ("rnn", LSTMContext, {**_EMB, "hidden": 200, "layers": 2, "dropout": 0.3}, None,
-               "2-layer BiLSTM tagger"),
-    "cnn": ("cnn", ConvContext, {**_EMB, "channels": 256, "layers": 4, "kernel": 3, "dilation_base": 2,
-                                 "dropout": 0.2}, None, "residual dilated 1-D CNN (dilations 1, 2, 4, 8)"),
-    "mlp": ("other", NoContext, {**_EMB, "hidden": 256, "layers": 2, "dropout": 0.2}, None,
-            "per-token MLP, no context (floor)"),
-}
+
+register_preset("transformer_truncated", transformer, {"pattern": "truncated", "window": 4},
+                description="the same with truncated attention (window words either side)")
+
+
+@register_model(family="rnn")
+def bilstm(data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: int = 32, char_out: int = 64,
+           emb_dropout: float = 0.3, hidden: int = 200, layers: int = 2, dropout: float = 0.3) -> Tagger:
+    """2-layer BiLSTM tagger"""
+    return _tagger(data_info, LSTMContext, word_dim=word_dim, char_dim=char_dim, char_out=char_out,
+                   emb_dropout=emb_dropout, hidden=hidden, layers=layers, dropout=dropout)
+
+
+@register_model(family="cnn")
+def cnn(data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: int = 32, char_out: int = 64,
+        emb_dropout: float = 0.3, channels: int = 256, layers: int = 4, kernel: int = 3, dilation_base: int = 2,
+        dropout: float = 0.2) -> Tagger:
+    """residual dilated 1-D CNN (dilations 1, 2, 4, 8)"""
+    return _tagger(data_info, ConvContext, word_dim=word_dim, char_dim=char_dim, char_out=char_out,
+                   emb_dropout=emb_dropout, channels=channels, layers=layers, kernel=kernel,
+                   dilation_base=dilation_base, dropout=dropout)
+
+
+@register_model(family="other")
+def mlp(data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: int = 32, char_out: int = 64,
+        emb_dropout: float = 0.3, hidden: int = 256, layers: int = 2, dropout: float = 0.2) -> Tagger:
+    """per-token MLP, no context (floor)"""
+    return _tagger(data_info, NoContext, word_dim=word_dim, char_dim=char_dim, char_out=char_out,
+                   emb_dropout=emb_dropout, hidden=hidden, layers=layers, dropout=dropout)
 
 
 #: ``transformer_<pattern>`` presets of the efficient patterns (not in ``models: all``); local_global
 #: gets transformer_truncated's window and the first word as its global token.
-VARIANTS = variant_presets("transformer", MODELS["transformer"][2], allowed=lambda p: attn_core.get_pattern(p).padding,
-                           own={"local_global": {"window": 4, "global_tokens": 1}})
-
-
-def register_models(registry: Registry[ModelSpec]) -> None:
-    for name, (family, enc, params, pattern, desc) in MODELS.items():
-        attention = dict(check=PatternCheck(padding=True), omit_when_default=(PATTERN_PARAMS,)) if pattern else {}
-        registry.register(name, ModelSpec(name=name, family=family, build=functools.partial(_build, enc),
-                                          params=dict(params), pattern=pattern, description=desc, **attention))
-    for name, (pattern, params) in VARIANTS.items():
-        registry.register(name, ModelSpec(name=name, family="attention", build=functools.partial(_build, TransformerContext),
-                                          params=params, pattern=pattern, in_all=False, check=PatternCheck(padding=True),
-                                          omit_when_default=(PATTERN_PARAMS,),
-                                          description=f"the Transformer tagger with {pattern} attention"))
+register_variants(transformer, allowed=lambda p: attn_core.get_pattern(p).padding,
+                  own={"local_global": {"window": 4, "global_tokens": 1}},
+                  description="the Transformer tagger with {pattern} attention")

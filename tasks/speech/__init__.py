@@ -9,24 +9,16 @@ see :mod:`tasks.speech.models`).
 
 from __future__ import annotations
 
-from tasks.common.registry import DatasetSpec, Task, register_task
+from tasks.common.registry import DatasetSpec, define_task
+from tasks.speech import models, module
 from tasks.speech.data import DATASET_DEFAULTS, builder
-from tasks.speech.models import register_models
-from tasks.speech.module import MODULE_DEFAULTS, SpeechModule, make_module
+from tasks.speech.module import SpeechModule
 
 __all__ = ["TASK", "SpeechModule"]
 
-TASK = Task(
-    name="speech",
-    metric="acc",
-    mode="max",
-    make_module=make_module,
-    module_params=dict(MODULE_DEFAULTS),
+TASK = define_task(
+    "speech", metric="acc", mode="max", module=module, models=models,
     description="spoken words: utterance classification and frame tagging of long concatenations",
+    datasets=[DatasetSpec(name, builder(name), params, synthetic=synthetic, description=desc)
+              for name, (_cls, _form, params, synthetic, desc) in DATASET_DEFAULTS.items()],
 )
-for _name, (_cls, _form, _params, _synthetic, _desc) in DATASET_DEFAULTS.items():
-    TASK.datasets.register(
-        _name, DatasetSpec(name=_name, build=builder(_name), params=dict(_params), synthetic=_synthetic, description=_desc)
-    )
-register_models(TASK.models)
-register_task(TASK)

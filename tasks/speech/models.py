@@ -25,19 +25,18 @@ Encoders (variants are presets of one class):
 
 from __future__ import annotations
 
-import functools
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 import attn_core
-from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, takes_window, variant_presets
-from tasks.common.registry import ModelSpec, Registry
+from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, register_variants, takes_window
+from tasks.common.registry import register_model, register_preset
 
-__all__ = ["SpeechNet", "TransformerEncoderNet", "RecurrentEncoder", "ConvEncoder", "FrameMLP", "MODELS",
-           "register_models", "build_model"]
+__all__ = ["SpeechNet", "TransformerEncoderNet", "RecurrentEncoder", "ConvEncoder", "FrameMLP", "build_model",
+           "transformer", "lstm", "cnn", "frame_mlp"]
 
 
 def _zero_pad(h: Tensor, mask: Tensor) -> Tensor:
@@ -229,9 +228,9 @@ ENCODERS: dict[str, type] = {"transformer": TransformerEncoderNet, "lstm": Recur
                              "mlp": FrameMLP}
 
 
-def build_model(kind: str, data_info: dict, **params: Any) -> SpeechNet:
-    """``ModelSpec.build``: encoder ``kind`` on ``data_info["num_features"]`` with a head for
-    ``data_info["form"]`` and ``data_info["num_classes"]``."""
+def build_model(kind: str, data_info: Mapping[str, Any], **params: Any) -> SpeechNet:
+    """What every speech builder returns: encoder ``kind`` on ``data_info["num_features"]`` with a
+    head for ``data_info["form"]`` and ``data_info["num_classes"]``."""
     cls = ENCODERS[kind]
     if cls is TransformerEncoderNet and params.get("positions", "conv") != "conv":
         params.setdefault("max_len", max(10000, int(data_info.get("max_frames", 0)) + 1))
@@ -241,40 +240,48 @@ def build_model(kind: str, data_info: dict, **params: Any) -> SpeechNet:
     return SpeechNet(enc, int(data_info["num_classes"]), str(data_info.get("form", "classify")))
 
 
-_TRANSFORMER = dict(d_model=96, num_heads=4, num_layers=3, dim_feedforward=192, dropout=0.1, attn_dropout=0.0,
-                    positions="conv", pos_kernel=15, pattern_params=None)
+@register_model(family="attention", pattern="full", check=PatternCheck(padding=True, window_if_taken=True),
+                omit_when_default=(PATTERN_PARAMS,))
+def transformer(
+    data_info: Mapping[str, Any], *, d_model: int = 96, num_heads: int = 4, num_layers: int = 3,
+    dim_feedforward: int = 192, dropout: float = 0.1, attn_dropout: float = 0.0, positions: str = "conv",
+    pos_kernel: int = 15, pattern_params: dict[str, Any] | None = None, pattern: str = "full",
+    window: int | None = None,
+) -> SpeechNet:
+    """Transformer encoder, full self-attention over all frames"""
+    return build_model("transformer", data_info, d_model=d_model, num_heads=num_heads, num_layers=num_layers,
+                       dim_feedforward=dim_feedforward, dropout=dropout, attn_dropout=attn_dropout, positions=positions,
+                       pos_kernel=pos_kernel, pattern_params=pattern_params, pattern=pattern, window=window)
 
-#: name -> (family, encoder kind, default params, pattern, description)
-MODELS: dict[str, tuple[str, str, dict[str, Any], str | None, str]] = {
-    "transformer": ("attention", "transformer", {**_TRANSFORMER, "pattern": "full", "window": None}, "full",
-                    "Transformer encoder, full self-attention over all frames"),
-    **{
-        f"transformer_w{w}": ("attention", "transformer", {**_TRANSFORMER, "pattern": "truncated", "window": w},
-                              "truncated", f"Transformer encoder, truncated self-attention (+-{w} frames)")
-        for w in (8, 16, 32, 64)
-    },
-    "lstm": ("rnn", "lstm", {"d_model": 96, "num_layers": 2, "dropout": 0.1, "stack": 1}, None, "bidirectional LSTM, 2 layers"),
-    "cnn": ("cnn", "cnn", {"d_model": 96, "num_blocks": 4, "kernel": 9, "dilations": [1, 2, 4, 8], "dropout": 0.1},
-            None, "TC-ResNet-like temporal CNN (residual kernel-9 convs, dilations 1-8)"),
-    "frame_mlp": ("other", "mlp", {"d_model": 96, "dropout": 0.1}, None, "per-frame MLP, no context (floor)"),
-}
+
+for _w in (8, 16, 32, 64):
+    register_preset(f"transformer_w{_w}", transformer, {"pattern": "truncated", "window": _w},
+                    description=f"Transformer encoder, truncated self-attention (+-{_w} frames)")
+
+
+@register_model(family="rnn")
+def lstm(data_info: Mapping[str, Any], *, d_model: int = 96, num_layers: int = 2, dropout: float = 0.1,
+         stack: int = 1) -> SpeechNet:
+    """bidirectional LSTM, 2 layers"""
+    return build_model("lstm", data_info, d_model=d_model, num_layers=num_layers, dropout=dropout, stack=stack)
+
+
+@register_model(family="cnn")
+def cnn(data_info: Mapping[str, Any], *, d_model: int = 96, num_blocks: int = 4, kernel: int = 9,
+        dilations: list[int] = [1, 2, 4, 8], dropout: float = 0.1) -> SpeechNet:  # noqa: B006 (copied, never mutated)
+    """TC-ResNet-like temporal CNN (residual kernel-9 convs, dilations 1-8)"""
+    return build_model("cnn", data_info, d_model=d_model, num_blocks=num_blocks, kernel=kernel, dilations=dilations,
+                       dropout=dropout)
+
+
+@register_model(family="other")
+def frame_mlp(data_info: Mapping[str, Any], *, d_model: int = 96, dropout: float = 0.1) -> SpeechNet:
+    """per-frame MLP, no context (floor)"""
+    return build_model("mlp", data_info, d_model=d_model, dropout=dropout)
 
 
 #: ``transformer_<pattern>`` presets of the efficient patterns (not in ``models: all``); local_global
 #: gets transformer_w16's window and the first frame as its global token.
-VARIANTS = variant_presets("transformer", MODELS["transformer"][2], allowed=lambda p: attn_core.get_pattern(p).padding,
-                           own={"local_global": {"window": 16, "global_tokens": 1}})
-
-
-def register_models(registry: Registry[ModelSpec]) -> None:
-    for name, (family, kind, params, pattern, desc) in MODELS.items():
-        attention = dict(check=PatternCheck(padding=True, window_if_taken=True),
-                         omit_when_default=(PATTERN_PARAMS,)) if pattern else {}
-        registry.register(name, ModelSpec(name=name, family=family, build=functools.partial(build_model, kind),
-                                          params=dict(params), pattern=pattern, description=desc, **attention))
-    for name, (pattern, params) in VARIANTS.items():
-        registry.register(name, ModelSpec(name=name, family="attention", build=functools.partial(build_model, "transformer"),
-                                          params=params, pattern=pattern, in_all=False,
-                                          check=PatternCheck(padding=True, window_if_taken=True),
-                                          omit_when_default=(PATTERN_PARAMS,),
-                                          description=f"Transformer encoder with {pattern} self-attention"))
+register_variants(transformer, allowed=lambda p: attn_core.get_pattern(p).padding,
+                  own={"local_global": {"window": 16, "global_tokens": 1}},
+                  description="Transformer encoder with {pattern} self-attention")

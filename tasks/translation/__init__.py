@@ -8,7 +8,8 @@ test set, cased, higher is better) with its datasets (``multi30k``, ``parallel``
 
 from __future__ import annotations
 
-from tasks.common.registry import DatasetSpec, Task, register_task
+from tasks.common.registry import DatasetSpec, define_task
+from tasks.translation import models, module
 from tasks.translation.data import (
     MULTI30K_DEFAULTS,
     PARALLEL_DEFAULTS,
@@ -17,39 +18,17 @@ from tasks.translation.data import (
     build_parallel,
     build_synthetic,
 )
-from tasks.translation.models import register_models
-from tasks.translation.module import MODULE_DEFAULTS, TranslationModule, make_module
+from tasks.translation.module import TranslationModule
 
 __all__ = ["TASK", "TranslationModule"]
 
-TASK = Task(
-    name="translation",
-    metric="bleu",
-    mode="max",
-    make_module=make_module,
-    module_params=dict(MODULE_DEFAULTS),
+_MULTI30K = "Multi30k task 1 (29k/1014/1000 caption pairs), de->en by default (src_lang/tgt_lang)"
+_PARALLEL = "any language pair from line-aligned text files given by path (train/val/test _src/_tgt)"
+_SYNTHETIC = "synthetic word mapping + reversal: alignment matters, a fixed-size summary is a bottleneck"
+TASK = define_task(
+    "translation", metric="bleu", mode="max", module=module, models=models,
     description="sentence translation, encoder-decoder; sacreBLEU (cased, detokenised) of beam-4 output",
+    datasets=[DatasetSpec("multi30k", build_multi30k, MULTI30K_DEFAULTS, description=_MULTI30K),
+              DatasetSpec("parallel", build_parallel, PARALLEL_DEFAULTS, description=_PARALLEL),
+              DatasetSpec("synthetic", build_synthetic, SYNTHETIC_DEFAULTS, synthetic=True, description=_SYNTHETIC)],
 )
-TASK.datasets.register(
-    "multi30k",
-    DatasetSpec(
-        name="multi30k", build=build_multi30k, params=dict(MULTI30K_DEFAULTS), synthetic=False,
-        description="Multi30k task 1 (29k/1014/1000 caption pairs), de->en by default (src_lang/tgt_lang)",
-    ),
-)
-TASK.datasets.register(
-    "parallel",
-    DatasetSpec(
-        name="parallel", build=build_parallel, params=dict(PARALLEL_DEFAULTS), synthetic=False,
-        description="any language pair from line-aligned text files given by path (train/val/test _src/_tgt)",
-    ),
-)
-TASK.datasets.register(
-    "synthetic",
-    DatasetSpec(
-        name="synthetic", build=build_synthetic, params=dict(SYNTHETIC_DEFAULTS), synthetic=True,
-        description="synthetic word mapping + reversal: alignment matters, a fixed-size summary is a bottleneck",
-    ),
-)
-register_models(TASK.models)
-register_task(TASK)

@@ -31,9 +31,8 @@ both languages), so every model shares one embedding table between source and ta
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -41,12 +40,13 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import attn_core
-from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, variant_presets
-from tasks.common.registry import ModelSpec, Registry
+from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, register_variants
+from tasks.common.registry import register_model, register_preset
 from attn_core.multihead import INCREMENTAL_PATTERNS
 from tasks.translation.search import State
 
-__all__ = ["TransformerSeq2Seq", "RNNSeq2Seq", "ConvS2S", "MODELS", "register_models", "RNN_ATTENTIONS", "NEEDS"]
+__all__ = ["TransformerSeq2Seq", "RNNSeq2Seq", "ConvS2S", "RNN_ATTENTIONS", "NEEDS", "transformer", "rnn_bahdanau",
+           "convs2s"]
 
 #: What the Transformer needs of its self-attention pattern: causal (the decoder generates left to
 #: right) and key padding (the encoder reads padded source batches).
@@ -412,53 +412,52 @@ class ConvS2S(nn.Module):
 
 
 # --------------------------------------------------------------------------- registry
-def _build(cls: type, data_info: dict, **params: Any) -> nn.Module:
-    return cls(int(data_info["vocab_size"]), pad_id=int(data_info.get("pad_id", 0)), **params)
+def _vocab(data_info: Mapping[str, Any]) -> dict[str, int]:
+    return {"vocab_size": int(data_info["vocab_size"]), "pad_id": int(data_info.get("pad_id", 0))}
 
 
-def _builder(cls: type):
-    """``build(data_info, **params)`` for ``cls`` (a partial, so specs stay picklable)."""
-    return functools.partial(_build, cls)
+# pattern and pattern_params came after the first records: left out of cell ids at their defaults
+@register_model(family="attention", pattern="full", check=PatternCheck(**NEEDS),
+                omit_when_default=("pattern", PATTERN_PARAMS))
+def transformer(
+    data_info: Mapping[str, Any], *, d_model: int = 256, num_heads: int = 4, enc_layers: int = 3, dec_layers: int = 3,
+    dim_feedforward: int = 1024, dropout: float = 0.1, attn_dropout: float = 0.1, activation: str = "relu",
+    norm_first: bool = True, pattern: str = "full", pattern_params: dict[str, Any] | None = None,
+) -> TransformerSeq2Seq:
+    """Transformer encoder-decoder (pre-LN, sinusoidal positions, tied embeddings)"""
+    return TransformerSeq2Seq(**_vocab(data_info), d_model=d_model, num_heads=num_heads, enc_layers=enc_layers,
+                              dec_layers=dec_layers, dim_feedforward=dim_feedforward, dropout=dropout,
+                              attn_dropout=attn_dropout, activation=activation, norm_first=norm_first,
+                              pattern=pattern, pattern_params=pattern_params)
 
 
-_TRANSFORMER = dict(d_model=256, num_heads=4, enc_layers=3, dec_layers=3, dim_feedforward=1024, dropout=0.1,
-                    attn_dropout=0.1, activation="relu", norm_first=True)
-_RNN = dict(emb_dim=256, hidden=256, enc_layers=1, dec_layers=1, dropout=0.2)
-_CONV = dict(emb_dim=256, hidden=256, enc_layers=4, dec_layers=4, kernel_size=3, dropout=0.2)
+@register_model(family="rnn")
+def rnn_bahdanau(data_info: Mapping[str, Any], *, emb_dim: int = 256, hidden: int = 256, enc_layers: int = 1,
+                 dec_layers: int = 1, dropout: float = 0.2, attention: str = "bahdanau") -> RNNSeq2Seq:
+    """BiGRU encoder, GRU decoder, Bahdanau additive attention"""
+    return RNNSeq2Seq(**_vocab(data_info), emb_dim=emb_dim, hidden=hidden, enc_layers=enc_layers,
+                      dec_layers=dec_layers, dropout=dropout, attention=attention)
 
-#: name -> (family, class, default params, pattern, description)
-MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
-    "transformer": ("attention", TransformerSeq2Seq, {**_TRANSFORMER, "pattern": "full", PATTERN_PARAMS: None}, "full",
-                    "Transformer encoder-decoder (pre-LN, sinusoidal positions, tied embeddings)"),
-    "rnn_bahdanau": ("rnn", RNNSeq2Seq, {**_RNN, "attention": "bahdanau"}, None,
-                     "BiGRU encoder, GRU decoder, Bahdanau additive attention"),
-    "rnn_luong_dot": ("rnn", RNNSeq2Seq, {**_RNN, "attention": "luong_dot"}, None,
-                      "BiGRU encoder, GRU decoder, Luong dot attention (input feeding)"),
-    "rnn_luong_general": ("rnn", RNNSeq2Seq, {**_RNN, "attention": "luong_general"}, None,
-                          "BiGRU encoder, GRU decoder, Luong general attention (input feeding)"),
-    "rnn_noattn": ("other", RNNSeq2Seq, {**_RNN, "attention": "none"}, None,
-                   "BiGRU encoder, GRU decoder without attention: the final encoder state only (bottleneck ablation)"),
-    "convs2s": ("cnn", ConvS2S, _CONV, None, "ConvS2S: GLU convolutions, attention in every decoder layer"),
-}
+
+register_preset("rnn_luong_dot", rnn_bahdanau, {"attention": "luong_dot"},
+                description="BiGRU encoder, GRU decoder, Luong dot attention (input feeding)")
+register_preset("rnn_luong_general", rnn_bahdanau, {"attention": "luong_general"},
+                description="BiGRU encoder, GRU decoder, Luong general attention (input feeding)")
+register_preset("rnn_noattn", rnn_bahdanau, {"attention": "none"}, family="other",
+                description="BiGRU encoder, GRU decoder without attention: the final encoder state only "
+                            "(bottleneck ablation)")
+
+
+@register_model(family="cnn")
+def convs2s(data_info: Mapping[str, Any], *, emb_dim: int = 256, hidden: int = 256, enc_layers: int = 4,
+            dec_layers: int = 4, kernel_size: int = 3, dropout: float = 0.2) -> ConvS2S:
+    """ConvS2S: GLU convolutions, attention in every decoder layer"""
+    return ConvS2S(**_vocab(data_info), emb_dim=emb_dim, hidden=hidden, enc_layers=enc_layers, dec_layers=dec_layers,
+                   kernel_size=kernel_size, dropout=dropout)
 
 
 #: ``transformer_<pattern>`` presets of the efficient patterns that can be causal (not in
 #: ``models: all``); local_global: 8 pieces either side and the first source/target piece global.
-VARIANTS = variant_presets("transformer", MODELS["transformer"][2],
-                           allowed=lambda p: attn_core.get_pattern(p).supports(**NEEDS),
-                           own={"local_global": {"window": 8, "global_tokens": 1}})
-
-
-def register_models(registry: Registry[ModelSpec]) -> None:
-    for name, (family, cls, params, pattern, desc) in MODELS.items():
-        # pattern and pattern_params came after the first records: left out of cell ids at their defaults
-        attention = dict(check=PatternCheck(**NEEDS), omit_when_default=("pattern", PATTERN_PARAMS)) if pattern else {}
-        registry.register(
-            name, ModelSpec(name=name, family=family, build=_builder(cls), params=dict(params), pattern=pattern,
-                            description=desc, **attention),
-        )
-    for name, (pattern, params) in VARIANTS.items():
-        registry.register(name, ModelSpec(name=name, family="attention", build=_builder(TransformerSeq2Seq), params=params,
-                                          pattern=pattern, in_all=False, check=PatternCheck(**NEEDS),
-                                          omit_when_default=(PATTERN_PARAMS,),
-                                          description=f"Transformer encoder-decoder with {pattern} self-attention"))
+register_variants(transformer, allowed=lambda p: attn_core.get_pattern(p).supports(**NEEDS),
+                  own={"local_global": {"window": 8, "global_tokens": 1}},
+                  description="Transformer encoder-decoder with {pattern} self-attention")

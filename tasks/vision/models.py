@@ -22,16 +22,15 @@ from the DataModule's ``info``, so one config runs on MNIST, Fashion-MNIST or CI
 
 from __future__ import annotations
 
-import functools
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 import torchvision
 from torch import Tensor, nn
 
 import attn_core
-from tasks.common.patterns import PATTERN_PARAMS, model_pattern, variant_presets
-from tasks.common.registry import ModelSpec, Registry
+from tasks.common.patterns import PATTERN_PARAMS, model_pattern, register_variants
+from tasks.common.registry import register_model, register_preset
 
 __all__ = [
     "patchify",
@@ -45,8 +44,11 @@ __all__ = [
     "PlainCNN",
     "RowRNN",
     "PatchBag",
-    "MODELS",
-    "register_models",
+    "vit",
+    "resnet",
+    "cnn",
+    "row_rnn",
+    "patch_bag",
 ]
 
 
@@ -396,51 +398,58 @@ class PatchBag(nn.Module):
 
 
 # --------------------------------------------------------------------------- registry
-def _build(cls: type, name: str, defaults: dict[str, Any], data_info: dict, **params: Any) -> nn.Module:
-    unknown = sorted(set(params) - set(defaults))
-    if unknown:
-        raise ValueError(f"model {name!r}: unknown parameter(s) {', '.join(unknown)}; "
-                         f"valid: {', '.join(sorted(defaults))}")
-    kw = {**defaults, **params}
-    return cls(int(data_info["channels"]), int(data_info["height"]), int(data_info["width"]),
-               int(data_info["num_classes"]), **kw)
+def _image(data_info: Mapping[str, Any]) -> tuple[int, int, int, int]:
+    """``(channels, height, width, num_classes)``: what every classifier is built on."""
+    return int(data_info["channels"]), int(data_info["height"]), int(data_info["width"]), int(data_info["num_classes"])
 
 
-_VIT = dict(patch_size=4, patch_grid=None, d_model=64, num_heads=4, num_layers=4, mlp_ratio=2.0, dropout=0.1, attn_dropout=0.0,
-            pool="mean", radius=1, pattern_params=None)
+@register_model(family="attention", pattern="full", check=_check_vit, omit_when_default=(PATTERN_PARAMS,),
+                pattern_param="attention")
+def vit(
+    data_info: Mapping[str, Any], *, patch_size: int | None = 4, patch_grid: int | None = None, d_model: int = 64,
+    num_heads: int = 4, num_layers: int = 4, mlp_ratio: float = 2.0, dropout: float = 0.1, attn_dropout: float = 0.0,
+    pool: str = "mean", radius: int = 1, pattern_params: dict[str, Any] | None = None, attention: str = "full",
+) -> ViT:
+    """ViT: patch embedding, learned positions, pre-LN encoder, full attention over patches, mean pool"""
+    return ViT(*_image(data_info), patch_size=patch_size, patch_grid=patch_grid, d_model=d_model, num_heads=num_heads,
+               num_layers=num_layers, mlp_ratio=mlp_ratio, dropout=dropout, attn_dropout=attn_dropout, pool=pool,
+               radius=radius, pattern_params=pattern_params, attention=attention)
 
-#: name -> (family, class, default params, attn_core pattern, description)
-MODELS: dict[str, tuple[str, type, dict[str, Any], str | None, str]] = {
-    "vit": ("attention", ViT, {**_VIT, "attention": "full"}, "full",
-            "ViT: patch embedding, learned positions, pre-LN encoder, full attention over patches, mean pool"),
-    "vit_local": ("attention", ViT, {**_VIT, "attention": "local"}, "graph",
-                  "the same ViT attending only within a 3x3 patch window on the 2-D grid (graph pattern)"),
-    "resnet": ("cnn", SmallResNet, {"base_channels": 64, "layers": [2, 2, 2, 2]}, None,
-               "torchvision ResNet-18, 3x3 stem, no max-pool; base_channels 64 = the original width"),
-    "cnn": ("cnn", PlainCNN, {"widths": [32, 64, 128], "convs": 1, "dropout": 0.1}, None,
-            "small plain CNN: conv-BN-ReLU-maxpool x 3, global average pool"),
-    "row_rnn": ("rnn", RowRNN, {"cell": "lstm", "hidden": 128, "num_layers": 1, "bidirectional": False,
-                                "patch_size": None, "dropout": 0.0}, None,
-                "LSTM reading the image row by row, classifying from its last state"),
-    "patch_bag": ("other", PatchBag, {"patch_size": 4, "hidden": 128, "dropout": 0.1}, None,
-                  "no-context floor: per-patch MLP, mean over patches without positions"),
-}
+
+register_preset("vit_local", vit, {"attention": "local"}, pattern="graph",
+                description="the same ViT attending only within a 3x3 patch window on the 2-D grid (graph pattern)")
+
+
+@register_model(family="cnn")
+def resnet(data_info: Mapping[str, Any], *, base_channels: int = 64,
+           layers: list[int] = [2, 2, 2, 2]) -> SmallResNet:  # noqa: B006 (copied, never mutated)
+    """torchvision ResNet-18, 3x3 stem, no max-pool; base_channels 64 = the original width"""
+    return SmallResNet(*_image(data_info), base_channels=base_channels, layers=layers)
+
+
+@register_model(family="cnn")
+def cnn(data_info: Mapping[str, Any], *, widths: list[int] = [32, 64, 128], convs: int = 1,  # noqa: B006
+        dropout: float = 0.1) -> PlainCNN:
+    """small plain CNN: conv-BN-ReLU-maxpool x 3, global average pool"""
+    return PlainCNN(*_image(data_info), widths=widths, convs=convs, dropout=dropout)
+
+
+@register_model(family="rnn")
+def row_rnn(data_info: Mapping[str, Any], *, cell: str = "lstm", hidden: int = 128, num_layers: int = 1,
+            bidirectional: bool = False, patch_size: int | None = None, dropout: float = 0.0) -> RowRNN:
+    """LSTM reading the image row by row, classifying from its last state"""
+    return RowRNN(*_image(data_info), cell=cell, hidden=hidden, num_layers=num_layers, bidirectional=bidirectional,
+                  patch_size=patch_size, dropout=dropout)
+
+
+@register_model(family="other")
+def patch_bag(data_info: Mapping[str, Any], *, patch_size: int = 4, hidden: int = 128,
+              dropout: float = 0.1) -> PatchBag:
+    """no-context floor: per-patch MLP, mean over patches without positions"""
+    return PatchBag(*_image(data_info), patch_size=patch_size, hidden=hidden, dropout=dropout)
 
 
 #: ``vit_<pattern>`` presets of the efficient patterns over the raster-order patches (not in
 #: ``models: all``); local_global: one grid row either side (4x4 grid: 4) and the first patch global.
-VARIANTS = variant_presets("vit", MODELS["vit"][2], allowed=lambda p: True, key="attention",
-                           own={"local_global": {"window": 4, "global_tokens": 1}})
-
-
-def register_models(registry: Registry[ModelSpec]) -> None:
-    for name, (family, cls, params, pattern, desc) in MODELS.items():
-        attention = dict(check=_check_vit, omit_when_default=(PATTERN_PARAMS,), pattern_param="attention") if pattern else {}
-        registry.register(name, ModelSpec(name=name, family=family,
-                                          build=functools.partial(_build, cls, name, dict(params)),
-                                          params=dict(params), pattern=pattern, description=desc, **attention))
-    for name, (pattern, params) in VARIANTS.items():
-        registry.register(name, ModelSpec(name=name, family="attention", build=functools.partial(_build, ViT, name, params),
-                                          params=params, pattern=pattern, in_all=False, check=_check_vit,
-                                          omit_when_default=(PATTERN_PARAMS,), pattern_param="attention",
-                                          description=f"the ViT with {pattern} attention over the raster-order patches"))
+register_variants(vit, allowed=lambda p: True, own={"local_global": {"window": 4, "global_tokens": 1}},
+                  description="the ViT with {pattern} attention over the raster-order patches")

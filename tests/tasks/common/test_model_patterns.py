@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import attn_core
-from benchmarks.schema import ConfigError
-from benchmarks.suite import expand, validate_suite
+from benchmarks.config.schema import ConfigError
+from benchmarks.config.suite import expand, validate_suite
 from tasks.common.registry import param_bounds
 
 # a small setting of every pattern (linformer needs max_len: the models pass it)
@@ -180,8 +180,8 @@ def test_translation_pattern_full_is_its_old_default():
 
 def test_quick_cell_ids_of_attention_models_are_unchanged():
     """Pinned ids of ``quick.yaml`` from before patterns came to the task models."""
-    from benchmarks.suite import load_suite
-    from benchmarks.cli import CONFIG_DIR
+    from benchmarks.config.suite import load_suite
+    from benchmarks.config import CONFIG_DIR
 
     ids = {c.label: c.cell_id for c in expand(load_suite(CONFIG_DIR / "quick.yaml"))}
     assert {ids[k] for k in ("graphs/sbm/graph_attention seed=0", "graphs/sbm/full_attention seed=0",
@@ -252,8 +252,8 @@ def test_variant_presets_are_named_but_not_in_all(task, base, names):
 
 
 def test_the_variants_config_runs_every_preset_next_to_an_rnn_and_a_cnn():
-    from benchmarks.cli import CONFIG_DIR
-    from benchmarks.suite import load_suite
+    from benchmarks.config import CONFIG_DIR
+    from benchmarks.config.suite import load_suite
     from tasks.common.registry import get_task
 
     cells = expand(load_suite(CONFIG_DIR / "variants.yaml"))

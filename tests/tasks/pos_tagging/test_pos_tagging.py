@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from tasks.common.patterns import PRESET_PATTERNS
 from tasks.common.registry import FAMILIES, UnknownNameError, get_task
 from tasks.pos_tagging.data import (UPOS, SyntheticTaggingDataModule, build_synthetic, build_ud,
                                     make_synthetic_corpus, parse_conllu, read_conllu)
-from tasks.pos_tagging.models import VARIANTS
 from tasks.pos_tagging.module import PosTaggerModule, count_stats
 
 MODELS = ["transformer", "transformer_truncated", "bilstm", "cnn", "mlp"]
+VARIANTS = [f"transformer_{p}" for p in PRESET_PATTERNS]  # every efficient pattern takes key padding
 _EMB = {"word_dim": 32, "char_dim": 8, "char_out": 32}
 #: small sizes for fast tests (same classes as the registered presets)
 SMALL = {

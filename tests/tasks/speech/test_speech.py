@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from tasks.common.registry import FAMILIES, UnknownNameError, get_task
+from tasks.common.patterns import PRESET_PATTERNS
+from tasks.common.registry import FAMILIES, UnknownNameError, builder_of, get_task
 from tasks.speech.data import concatenate, fsdd_files, fsdd_split, make_synthetic
 from tasks.speech.features import FeatureConfig, extract, frame_labels
-from tasks.speech.models import VARIANTS
 from tasks.speech.module import SpeechModule, edit_distance, segments, spec_augment
 
 MODELS = ["transformer", "transformer_w8", "transformer_w16", "transformer_w32", "transformer_w64", "lstm", "cnn",
           "frame_mlp"]
+VARIANTS = [f"transformer_{p}" for p in PRESET_PATTERNS]  # every efficient pattern takes key padding
 TINY = {"per_class": [12, 4, 6], "num_classes": 4, "num_phones": 3}
 TINY_FRAMES = {**TINY, "min_frames": 120, "max_frames": 200, "min_gap": 3, "max_gap": 10}
 
@@ -52,7 +53,7 @@ def test_task_registered(task):
     for w in (8, 16, 32, 64):
         spec = task.models.get(f"transformer_w{w}")
         assert spec.pattern == "truncated" and spec.params["window"] == w and spec.family == "attention"
-        assert spec.build.func is task.models.get("transformer").build.func  # presets of one class
+        assert builder_of(spec) is builder_of(task.models.get("transformer"))  # presets of one builder
     with pytest.raises(UnknownNameError, match="transformer_w16"):
         task.models.get("conformer")
 

@@ -13,9 +13,10 @@ import torch
 
 import attn_core
 from tasks.vision.report import decode_image
-from tasks.common.registry import FAMILIES, UnknownNameError, get_task
+from tasks.common.patterns import PRESET_PATTERNS
+from tasks.common.registry import FAMILIES, UnknownNameError, builder_of, get_task
 from tasks.vision.data import RING_VALUE, SyntheticArrangement, TorchvisionImages, make_arrangement
-from tasks.vision.models import (VARIANTS, SmallResNet, ViT, grid_edges_batched, patchify, resolve_patch_size, rollout,
+from tasks.vision.models import (SmallResNet, ViT, grid_edges_batched, patchify, resolve_patch_size, rollout,
                                  unpatchify)
 from tasks.vision.module import ImageClassifier, rollout_extras
 
@@ -49,10 +50,11 @@ def test_task_registered(task):
     assert task.name == "vision" and task.metric == "acc" and task.mode == "max"
     assert set(task.datasets.names()) == {"mnist", "fashion_mnist", "cifar10", "synthetic"}
     assert task.datasets.get("synthetic").synthetic and not task.datasets.get("mnist").synthetic
-    assert set(task.models.names()) == {"vit", "vit_local", "resnet", "cnn", "row_rnn", "patch_bag", *VARIANTS}
+    variants = {f"vit_{p}" for p in PRESET_PATTERNS}
+    assert set(task.models.names()) == {"vit", "vit_local", "resnet", "cnn", "row_rnn", "patch_bag", *variants}
     assert {task.models.get(n).family for n in task.models.names()} == set(FAMILIES)
     assert task.models.get("vit").pattern == "full" and task.models.get("vit_local").pattern == "graph"
-    assert task.models.get("vit").build.func is task.models.get("vit_local").build.func  # one class, two presets
+    assert builder_of(task.models.get("vit")) is builder_of(task.models.get("vit_local"))  # one builder, two presets
     with pytest.raises(UnknownNameError, match="vit_local"):
         task.models.get("deit")
 
@@ -243,7 +245,7 @@ def test_vision_configs_run_with_only_the_dataset_name_changed(task, config, dat
     """The issue: the MNIST config must run on Fashion-MNIST or CIFAR-10 with only the name
     changed. Every cell validates and every model builds on that dataset's image size; the ViT
     keeps its 4x4 patch grid."""
-    from benchmarks.suite import expand, load_yaml, validate_suite
+    from benchmarks.config.suite import expand, load_yaml, validate_suite
 
     raw = load_yaml(Path(__file__).parents[3] / "benchmarks" / "configs" / f"{config}.yaml")
     for entry in raw["cells"]:
