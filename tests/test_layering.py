@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 #: an import statement of benchmarks.cli (not a mention in a docstring)
@@ -115,15 +115,24 @@ def _imports(path: Path) -> Iterator[str]:
             yield from (f"{node.module}.{a.name}" for a in node.names)
 
 
-def _layer_violations(root: Path) -> list[str]:
+def _bad_imports(root: Path, tops: tuple[str, ...], bad: Callable[[str, str], str | None]) -> list[str]:
+    """``"<file> imports <name><why>"`` for every import under ``root/<top>`` that ``bad(module, name)``
+    objects to (it returns the reason suffix, or ``None``)."""
     found = []
-    for path in sorted(p for top in ("attn_core", "tasks", "benchmarks") for p in (root / top).rglob("*.py")):
-        here = _unit(".".join(path.relative_to(root).with_suffix("").parts))
-        for name in _imports(path):
-            there = _unit(name)
-            if there in FORBIDDEN.get(here, ()):
-                found.append(f"{path.relative_to(root)} imports {name} ({here} -> {there})")
+    for path in sorted(p for top in tops for p in (root / top).rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts)
+        found += [f"{path.relative_to(root)} imports {name}{why}" for name in _imports(path)
+                  if (why := bad(module, name)) is not None]
     return sorted(set(found))
+
+
+def _upward(module: str, name: str) -> str | None:
+    here, there = _unit(module), _unit(name)
+    return f" ({here} -> {there})" if there in FORBIDDEN.get(here, ()) else None
+
+
+def _layer_violations(root: Path) -> list[str]:
+    return _bad_imports(root, ("attn_core", "tasks", "benchmarks"), _upward)
 
 
 def test_packages_import_only_downwards():
@@ -143,3 +152,23 @@ def test_the_layer_check_finds_an_upward_import(tmp_path):
         "benchmarks/config/x.py imports benchmarks.run (benchmarks.config -> benchmarks.run)",
         "benchmarks/config/x.py imports benchmarks.run.runner (benchmarks.config -> benchmarks.run)",
     ]
+
+
+def _test_file_imports(root: Path) -> list[str]:
+    """Imports of one test module by another (shared fixtures belong in tests/helpers/)."""
+    def a_test_module(module: str, name: str) -> str | None:
+        parts = name.split(".")
+        return "" if parts[0] == "tests" and any(p.startswith("test_") for p in parts[1:]) else None
+
+    return _bad_imports(root, ("tests",), a_test_module)
+
+
+def test_no_test_module_imports_another():
+    assert _test_file_imports(ROOT) == []
+
+
+def test_the_test_import_check_can_fail(tmp_path):
+    (tmp_path / "tests" / "a").mkdir(parents=True)
+    (tmp_path / "tests" / "a" / "test_x.py").write_text("from tests.b.test_y import SMALL\nfrom tests.helpers import z\n")
+    assert _test_file_imports(tmp_path) == ["tests/a/test_x.py imports tests.b.test_y",
+                                            "tests/a/test_x.py imports tests.b.test_y.SMALL"]

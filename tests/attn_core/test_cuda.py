@@ -15,9 +15,8 @@ import attn_core
 from attn_core import attention, graph_attention, reference_attention
 from attn_core.functional import _dense_mask
 from attn_core.masks import graph_mask
-from tests.attn_core.test_functional import _expected, _inputs
-from tests.attn_core.test_incremental_decoding import _decoder, _step_all
-from tests.attn_core.test_incremental_decoding import _inputs as _decoder_inputs
+from tests.helpers.attention import attention_inputs as _inputs, expected_attention as _expected
+from tests.helpers.attention import decoder_inputs as _decoder_inputs, make_decoder as _decoder, step_all as _step_all
 
 DEVICE = "cuda"
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]

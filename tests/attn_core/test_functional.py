@@ -9,32 +9,13 @@ import pytest
 import torch
 
 from attn_core import attention, reference_attention
-from attn_core.functional import _dense_mask, _window_attention_blocked, _window_attention_flex, block_size_for
+from attn_core.functional import _window_attention_blocked, _window_attention_flex, block_size_for
 from attn_core.masks import causal_mask, window_mask
+from tests.helpers.attention import attention_inputs as _inputs
+from tests.helpers.attention import expected_attention as _expected
 
 # Tolerances per dtype: float64 checks the maths exactly, the others check the kernels.
 TOL = {torch.float64: 1e-10, torch.float32: 2e-5, torch.bfloat16: 3e-2}
-
-
-def _inputs(b, h, lq, lk, d, dv, dtype, seed, pad=False, requires_grad=False):
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(b, h, lq, d, generator=g, dtype=torch.float64).to(dtype)
-    k = torch.randn(b, h, lk, d, generator=g, dtype=torch.float64).to(dtype)
-    v = torch.randn(b, h, lk, dv, generator=g, dtype=torch.float64).to(dtype)
-    kpm = None
-    if pad:
-        kpm = torch.rand(b, lk, generator=g) > 0.4
-        kpm[0, :] = False  # one sequence with nothing real: its rows must be zeros
-        kpm[-1, :] = True
-    for t in (q, k, v):
-        t.requires_grad_(requires_grad)
-    return q, k, v, kpm
-
-
-def _expected(q, k, v, causal, window, kpm):
-    lq, lk = q.shape[2], k.shape[2]
-    w = window if window is not None and window < max(lq, lk) - 1 else None
-    return reference_attention(q, k, v, _dense_mask(q.shape[0], lq, lk, causal, w, kpm, q.device))
 
 
 LENGTHS = [(1, 1), (7, 7), (33, 33), (70, 41), (41, 70), (300, 300)]

@@ -11,38 +11,11 @@ import torch
 
 from attn_core.multihead import MultiHeadAttention
 from attn_core.transformer import TransformerDecoder, TransformerDecoderLayer
-from tests.attn_core.test_transformer import _randomise  # random weights, LayerNorms and biases too
+from tests.helpers.attention import DEC_B as B, DEC_E as E, DEC_FF as FF, DEC_H as H, DEC_LAYERS as LAYERS
+from tests.helpers.attention import DEC_T as T
+from tests.helpers.attention import decoder_inputs as _inputs, make_decoder as _decoder, step_all as _step_all
+from tests.helpers.attention import randomise as _randomise  # random weights, LayerNorms and biases too
 
-E, H, FF, LAYERS = 16, 4, 32, 2
-B, T, S = 3, 9, 7
-
-
-def _decoder(dtype: torch.dtype, norm_first: bool, pattern: str, window: int | None, seed: int = 0) -> TransformerDecoder:
-    dec = TransformerDecoder(E, H, LAYERS, dim_feedforward=FF, dropout=0.0, norm_first=norm_first,
-                             pattern=pattern, window=window).to(dtype)
-    _randomise(dec, seed)
-    return dec.eval()
-
-
-def _inputs(dtype: torch.dtype, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(B, T, E, generator=g, dtype=dtype)  # (B, T, E)
-    memory = torch.randn(B, S, E, generator=g, dtype=dtype)  # (B, S, E)
-    mask = torch.ones(B, S, dtype=torch.bool)  # True = real source token
-    mask[0, 4:] = False
-    mask[2, 6:] = False
-    return x, memory, mask
-
-
-def _step_all(dec: TransformerDecoder, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor):
-    """Outputs ``(B, T, E)`` of decoding ``x`` one position at a time, and the final cache."""
-    cache = dec.init_cache(memory)
-    outs = []
-    for t in range(x.shape[1]):
-        assert dec.cache_length(cache) == t
-        out, cache = dec.step(x[:, t : t + 1], cache, memory_key_padding_mask=mask)
-        outs.append(out)
-    return torch.cat(outs, 1), cache
 
 
 CASES = [("full", None), ("truncated", 0), ("truncated", 2), ("truncated", 5), ("truncated", T + 3)]

@@ -15,17 +15,10 @@ from attn_core.transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+from tests.helpers.attention import randomise as _randomise
 
 DT = torch.float64
 E, H, FF = 8, 2, 16
-
-
-def _randomise(module: nn.Module, seed: int) -> None:
-    """Random values everywhere (zero-initialised biases and unit LayerNorms would hide bugs)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.5)
 
 
 def _copy_mha(ours, theirs: nn.MultiheadAttention) -> None:

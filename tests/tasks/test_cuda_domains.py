@@ -16,14 +16,8 @@ import pytest
 import torch
 
 from tasks.common.registry import get_task
-from tests.tasks.graphs.test_graphs import SMALL_SBM
-from tests.tasks.pos_tagging.test_pos_tagging import SMALL as POS_MODELS
-from tests.tasks.pos_tagging.test_pos_tagging import SYN as POS_DATA
-from tests.tasks.speech.test_speech import TINY as SPEECH_DATA
-from tests.tasks.speech.test_speech import TINY_FRAMES as SPEECH_FRAMES
-from tests.tasks.translation.test_translation import SMALL_SYN as TRANSLATION_DATA
-from tests.tasks.translation.test_translation import TINY as TRANSLATION_MODELS
-from tests.tasks.vision.test_vision import SMALL as VISION_DATA
+from tests.helpers.domains import (GRAPHS_DATA as SMALL_SBM, POS_DATA, POS_MODELS, SPEECH_DATA, SPEECH_FRAMES,
+                                   TRANSLATION_DATA, TRANSLATION_MODELS, VISION_DATA)
 
 DEVICE = "cuda"
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 import torch
 
 from tasks.common.data import DataCorrupt, DataMissing
-from tests.tasks.common.test_data_hostile import poisoned_pickle, touch_later, tree_state
+from tests.helpers.hostile import poisoned_pickle, touch_later, tree_state
 
 # ----------------------------------------------------------------------------- Planetoid
 SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")

@@ -15,9 +15,9 @@ from tasks.graphs import data as gdata
 from tasks.graphs.data import PlanetoidDataModule, SBMDataModule, make_sbm
 from tasks.graphs.module import GraphNodeClassifier
 from tests.conftest import shared_data_root
+from tests.helpers.domains import GRAPHS_DATA as SMALL_SBM
 
 REPO = Path(__file__).resolve().parents[3]
-SMALL_SBM = dict(num_nodes=240, num_classes=4, p_in=0.08, p_out=0.006, num_val=60, num_test=100)
 
 
 def _shared_data() -> Path | None:

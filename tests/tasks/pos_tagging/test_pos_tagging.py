@@ -14,19 +14,11 @@ from tasks.common.registry import FAMILIES, UnknownNameError, get_task
 from tasks.pos_tagging.data import (UPOS, SyntheticTaggingDataModule, build_synthetic, build_ud,
                                     make_synthetic_corpus, parse_conllu, read_conllu)
 from tasks.pos_tagging.module import PosTaggerModule, count_stats
+from tests.helpers.domains import POS_DATA as SYN
+from tests.helpers.domains import POS_MODELS as SMALL
 
 MODELS = ["transformer", "transformer_truncated", "bilstm", "cnn", "mlp"]
 VARIANTS = [f"transformer_{p}" for p in PRESET_PATTERNS]  # every efficient pattern takes key padding
-_EMB = {"word_dim": 32, "char_dim": 8, "char_out": 32}
-#: small sizes for fast tests (same classes as the registered presets)
-SMALL = {
-    "transformer": {**_EMB, "d_model": 32, "heads": 4, "layers": 2, "ff": 64},
-    "transformer_truncated": {**_EMB, "d_model": 32, "heads": 4, "layers": 2, "ff": 64, "window": 1},
-    "bilstm": {**_EMB, "hidden": 32},
-    "cnn": {**_EMB, "channels": 32, "layers": 3},
-    "mlp": {**_EMB, "hidden": 32},
-}
-SYN = dict(num_train=600, num_val=100, num_test=150, batch_size=16)
 
 CONLLU = """# sent_id = a
 # text = Don't read the book.

@@ -14,12 +14,12 @@ from tasks.common.registry import FAMILIES, UnknownNameError, builder_of, get_ta
 from tasks.speech.data import concatenate, fsdd_files, fsdd_split, make_synthetic
 from tasks.speech.features import FeatureConfig, extract, frame_labels
 from tasks.speech.module import SpeechModule, edit_distance, segments, spec_augment
+from tests.helpers.domains import SPEECH_DATA as TINY
+from tests.helpers.domains import SPEECH_FRAMES as TINY_FRAMES
 
 MODELS = ["transformer", "transformer_w8", "transformer_w16", "transformer_w32", "transformer_w64", "lstm", "cnn",
           "frame_mlp"]
 VARIANTS = [f"transformer_{p}" for p in PRESET_PATTERNS]  # every efficient pattern takes key padding
-TINY = {"per_class": [12, 4, 6], "num_classes": 4, "num_phones": 3}
-TINY_FRAMES = {**TINY, "min_frames": 120, "max_frames": 200, "min_gap": 3, "max_gap": 10}
 
 
 @pytest.fixture(scope="module")

@@ -25,21 +25,13 @@ from tasks.translation.data import (
 )
 from tasks.translation.module import average_states, corpus_scores, make_module
 from tasks.translation.search import beam_search, greedy_search, length_penalty
+from tests.helpers.domains import TRANSLATION_DATA as SMALL_SYN
+from tests.helpers.domains import TRANSLATION_MODELS as TINY
 
 TASK = get_task("translation")
 #: The models ``models: all`` runs (the attention-variant presets are named explicitly).
 MODELS = [n for n, s in TASK.models.items() if s.in_all]
 
-#: Tiny sizes for every registered model (tests only).
-TINY = {
-    "transformer": dict(d_model=32, num_heads=4, enc_layers=2, dec_layers=2, dim_feedforward=64),
-    "rnn_bahdanau": dict(emb_dim=24, hidden=32),
-    "rnn_luong_dot": dict(emb_dim=24, hidden=32),
-    "rnn_luong_general": dict(emb_dim=24, hidden=32),
-    "rnn_noattn": dict(emb_dim=24, hidden=32),
-    "convs2s": dict(emb_dim=32, hidden=32, enc_layers=2, dec_layers=2),
-}
-SMALL_SYN = dict(num_train=600, num_val=40, num_test=40, num_words=12, min_len=3, max_len=8)
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ from tasks.vision.data import RING_VALUE, SyntheticArrangement, TorchvisionImage
 from tasks.vision.models import (SmallResNet, ViT, grid_edges_batched, patchify, resolve_patch_size, rollout,
                                  unpatchify)
 from tasks.vision.module import ImageClassifier, rollout_extras
+from tests.helpers.domains import VISION_DATA as SMALL
 
-SMALL = dict(num_train=256, num_val=64, num_test=64, batch_size=32)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -1,0 +1,36 @@
+"""Small sizes per domain (synthetic data parameters and model parameters) that the domains' own
+tests and the CUDA smoke test share: fast on CPU, same classes as the registered models."""
+
+# ----------------------------------------------------------------------------- graphs
+GRAPHS_DATA = dict(num_nodes=240, num_classes=4, p_in=0.08, p_out=0.006, num_val=60, num_test=100)
+
+# ----------------------------------------------------------------------------- pos_tagging
+POS_EMB = {"word_dim": 32, "char_dim": 8, "char_out": 32}
+#: small sizes for fast tests (same classes as the registered presets)
+POS_MODELS = {
+    "transformer": {**POS_EMB, "d_model": 32, "heads": 4, "layers": 2, "ff": 64},
+    "transformer_truncated": {**POS_EMB, "d_model": 32, "heads": 4, "layers": 2, "ff": 64, "window": 1},
+    "bilstm": {**POS_EMB, "hidden": 32},
+    "cnn": {**POS_EMB, "channels": 32, "layers": 3},
+    "mlp": {**POS_EMB, "hidden": 32},
+}
+POS_DATA = dict(num_train=600, num_val=100, num_test=150, batch_size=16)
+
+# ----------------------------------------------------------------------------- translation
+#: Tiny sizes for every registered model (tests only).
+TRANSLATION_MODELS = {
+    "transformer": dict(d_model=32, num_heads=4, enc_layers=2, dec_layers=2, dim_feedforward=64),
+    "rnn_bahdanau": dict(emb_dim=24, hidden=32),
+    "rnn_luong_dot": dict(emb_dim=24, hidden=32),
+    "rnn_luong_general": dict(emb_dim=24, hidden=32),
+    "rnn_noattn": dict(emb_dim=24, hidden=32),
+    "convs2s": dict(emb_dim=32, hidden=32, enc_layers=2, dec_layers=2),
+}
+TRANSLATION_DATA = dict(num_train=600, num_val=40, num_test=40, num_words=12, min_len=3, max_len=8)
+
+# ----------------------------------------------------------------------------- speech
+SPEECH_DATA = {"per_class": [12, 4, 6], "num_classes": 4, "num_phones": 3}
+SPEECH_FRAMES = {**SPEECH_DATA, "min_frames": 120, "max_frames": 200, "min_gap": 3, "max_gap": 10}
+
+# ----------------------------------------------------------------------------- vision
+VISION_DATA = dict(num_train=256, num_val=64, num_test=64, batch_size=32)
