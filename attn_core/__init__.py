@@ -26,6 +26,7 @@ from attn_core.patterns import (
     resolve_params,
     unregister_pattern,
 )
+from attn_core import patterns as _patterns
 from attn_core import variants  # noqa: F401  (registers every built-in pattern)
 from attn_core.multihead import MultiHeadAttention
 from attn_core.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
@@ -56,15 +57,7 @@ __all__ = [
     "dot_score",
     "additive_score",
     "MultiHeadAttention",
-    "PATTERNS",
-    "Pattern",
-    "register_pattern",
-    "unregister_pattern",
-    "get_pattern",
-    "list_patterns",
-    "check_pattern",
-    "resolve_params",
-    "make_pattern_state",
+    *(name for name in _patterns.__all__ if name != "PatternNames"),  # the registry's API
     "attention",
     "clear_caches",
     "attention_probs",

@@ -141,6 +141,14 @@ def add_cell(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_cell)
 
 
+def _read_folder(read: Any, out: Path) -> Any:
+    """``read(out)``; an unreadable or foreign output folder is a one-line usage error."""
+    try:
+        return read(out)
+    except (OSError, ValueError) as err:
+        raise CliError(str(err)) from None
+
+
 def cmd_cell(args: argparse.Namespace) -> int:
     from benchmarks.run import distributed as D
     from benchmarks.cli.suite import _data_dir
@@ -148,10 +156,7 @@ def cmd_cell(args: argparse.Namespace) -> int:
     from benchmarks.run.worker import EXIT, cells_from_manifest, execute_cell, manifest_suite
 
     out = Path(args.out)
-    try:
-        cells = cells_from_manifest(out)
-    except (OSError, ValueError) as err:
-        raise CliError(str(err)) from None
+    cells = _read_folder(cells_from_manifest, out)
     if args.cell_id not in cells:
         raise CliError(f"cell {args.cell_id!r} is not in {out / 'suite.json'} ({len(cells)} cells; "
                          f"attnbench status {out} lists them)")
@@ -211,10 +216,7 @@ def suite_status(out: Path) -> dict[str, list[dict[str, Any]]]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    try:
-        groups = suite_status(out)
-    except (OSError, ValueError) as err:
-        raise CliError(str(err)) from None
+    groups = _read_folder(suite_status, out)
     if args.json:
         print(json.dumps(groups, indent=2))
         return 0

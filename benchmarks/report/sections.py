@@ -43,26 +43,12 @@ class ExtraContext:
     plots_dir: Path
     out_dir: Path
 
-    @property
-    def suite(self) -> str:
-        return self.group.suite
-
-    @property
-    def task(self) -> str:
-        return self.group.task
-
-    @property
-    def dataset(self) -> str:
-        return self.group.dataset
-
-    @property
-    def metric(self) -> str:
-        """The group's metric (``test[metric]`` in records); ``mode`` says its direction."""
-        return self.group.metric
-
-    @property
-    def mode(self) -> str:
-        return self.group.mode
+    #: the group's suite, task, dataset, metric (``test[metric]`` in records) and its direction
+    suite = property(lambda self: self.group.suite)
+    task = property(lambda self: self.group.task)
+    dataset = property(lambda self: self.group.dataset)
+    metric = property(lambda self: self.group.metric)
+    mode = property(lambda self: self.group.mode)
 
     @property
     def ranked(self) -> list[ModelResult]:

@@ -96,19 +96,19 @@ class PosTaggerModule(TaskModule):
             self._log_epoch("train")
         return loss
 
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
+    def _counted(self, stage: str, step: Any, batch: Any, batch_idx: int) -> None:
+        """One evaluation batch between resetting the stage's counters (first batch) and logging them (last)."""
         if batch_idx == 0:
-            self._reset("val")
-        super().validation_step(batch, batch_idx)
-        if self._last_batch("val", batch_idx):
-            self._log_epoch("val")
+            self._reset(stage)
+        step(batch, batch_idx)
+        if self._last_batch(stage, batch_idx):
+            self._log_epoch(stage)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self._counted("val", super().validation_step, batch, batch_idx)
 
     def test_step(self, batch: Any, batch_idx: int) -> None:
-        if batch_idx == 0:
-            self._reset("test")
-        super().test_step(batch, batch_idx)
-        if self._last_batch("test", batch_idx):
-            self._log_epoch("test")
+        self._counted("test", super().test_step, batch, batch_idx)
 
     def report_extras(self, trainer: Any = None, datamodule: Any = None) -> dict[str, Any]:
         """``{"pos_confusion": {"tags", "matrix" (gold rows x predicted columns), "oov": [correct,

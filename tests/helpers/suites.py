@@ -5,6 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 
+CONFIGS = Path(__file__).resolve().parent / "configs"
+
+
+def config_text(name: str) -> str:
+    """The text of a suite config fixture in ``tests/helpers/configs/``."""
+    return (CONFIGS / name).read_text()
+
+
 def run_config(tmp: Path, text: str, *args: str) -> tuple[int, Path, Path]:
     """Write suite YAML ``text`` to ``tmp/tiny.yaml`` and ``attnbench run`` it into ``tmp/out``
     (data cache ``tmp/cache``) with extra ``args``: returns (exit code, out folder, config path)."""

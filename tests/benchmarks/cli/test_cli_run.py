@@ -8,18 +8,9 @@ import pytest
 
 from benchmarks.run import records as R
 from benchmarks.cli import main
-from tests.helpers.suites import run_config
+from tests.helpers.suites import config_text, run_config
 
-TINY = """
-suite: tiny
-seeds: 2
-trainer: {max_epochs: 6, accelerator: cpu}
-cells:
-  - task: graphs
-    dataset: sbm
-    dataset_params: {num_nodes: 120, num_val: 30, num_test: 40, train_per_class: 5}
-    models: [graph_attention, gcn, ggnn, mlp]
-"""
+TINY = config_text("tiny_graphs.yaml")
 
 
 @pytest.fixture(scope="module")

@@ -14,23 +14,9 @@ from benchmarks.run import scoring as S
 from benchmarks.cli import main
 from benchmarks.config.schema import ConfigError
 from benchmarks.config.suite import expand, load_suite
-from tests.helpers.suites import run_config
+from tests.helpers.suites import config_text, run_config
 
-TINY = """
-suite: scored
-seeds: [0]
-trainer: {max_epochs: 2, accelerator: cpu}
-cells:
-  - task: pos_tagging
-    dataset: synthetic
-    dataset_params: {num_train: 160, num_val: 40, num_test: 40}
-    models: [bilstm]
-    model_params:
-      bilstm: {hidden: 16, layers: 1, word_dim: 16, char_out: 16}
-    test_sets:
-      more: {num_test: 90}
-      other_train: {p_ambiguous: 0.9}
-"""
+TINY = config_text("scored.yaml")
 
 
 @pytest.fixture(scope="module")
