@@ -257,7 +257,8 @@ def format_checks(checks: list[dict]) -> str:
 
 def plot_results(doc: dict, path: str | Path) -> None:
     """Log-log time and peak memory per sequence vs length, one line per model: full attention
-    solid red (materialised: dotted dark red), truncated presets dashed blues, the other families in their colours; an x at the
+    solid red (materialised: dotted dark red), truncated presets dashed oranges (attention's warm
+    colours), the other families in the report's colours; an x at the
     top marks an OOM/timeout."""
     import matplotlib
 
@@ -269,7 +270,7 @@ def plot_results(doc: dict, path: str | Path) -> None:
     pts = [r for r in doc["points"] if r.get("kind") == "speech"]
     methods = list(dict.fromkeys(r["method"] for r in pts))
     trunc = [m for m in methods if any(r["method"] == m and r.get("pattern") == "truncated" for r in pts)]
-    blues = {m: plt.cm.Blues(0.45 + 0.5 * i / max(len(trunc) - 1, 1)) for i, m in enumerate(trunc)}
+    oranges = {m: plt.cm.Oranges(0.45 + 0.5 * i / max(len(trunc) - 1, 1)) for i, m in enumerate(trunc)}
     all_L = sorted({r["L"] for r in pts})
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for ax, key, scale, ylabel in ((axes[0], "time_ms_per_seq", 1.0, "train step time per sequence (ms)"),
@@ -277,7 +278,7 @@ def plot_results(doc: dict, path: str | Path) -> None:
         for j, m in enumerate(methods):
             rs = sorted((r for r in pts if r["method"] == m), key=lambda r: r["L"])
             fam, pat, dense = rs[0].get("family"), rs[0].get("pattern"), rs[0].get("materialised")
-            colour = ("darkred" if dense else "tab:red") if pat == "full" else blues.get(m, FAMILY_COLORS.get(fam, "black"))
+            colour = ("darkred" if dense else "tab:red") if pat == "full" else oranges.get(m, FAMILY_COLORS.get(fam, "black"))
             ok = [(r["L"], r[key] * scale) for r in rs if r["status"] == "ok" and r.get(key)]
             if ok:
                 style = ":" if dense else "--" if pat == "truncated" else "-"
