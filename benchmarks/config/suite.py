@@ -45,16 +45,15 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from benchmarks.config.budget import BUDGET_EXPECT, budget_ok
-from benchmarks.config.schema import (ConfigError, Field, Problems, Section, check_value, load_yaml, parse_override,
-                               set_path, validate)
-
-if TYPE_CHECKING:
-    from tasks.common.registry import Bounds
+from benchmarks.config.params import merge_params, rename_model_params, renamed_params
+from benchmarks.config.schema import (ConfigError, Field, Problems, Section, load_yaml, parse_override, set_path,
+                                      validate)
 
 #: a suite name is a name, never a path: results go to results/<suite>/
 SUITE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -194,70 +193,34 @@ def _fractions(value: Any, where: str, source: str) -> list[float]:
     return [float(v) for v in vals]
 
 
-def _param_field(name: str, default: Any, declared: Mapping[str, Bounds] | None) -> Field:
-    """The :class:`Field` a registered parameter follows: the type of its default, the bounds
-    of :func:`tasks.common.registry.param_bounds`."""
-    from tasks.common.registry import param_bounds
+def cell_id(config: dict[str, Any], renamed: Mapping[str, str] | None = None) -> str:
+    """A stable 12-hex-digit hash of the resolved config (key order does not matter).
 
-    b = param_bounds(name, default, declared)
-    kind = b.kind or _kind_of(default)
-    nullable = b.nullable if b.nullable is not None else default is None
-    return Field(kind, default, choices=b.choices, minimum=b.minimum, maximum=b.maximum,
-                 min_open=b.min_open, max_open=b.max_open, nullable=nullable)
+    Ids keep the names a parameter was first recorded under: a model parameter renamed since
+    (``renamed``, old -> new; None: the registered model's ``ModelSpec.renamed``) is hashed under
+    its old name, so a record written before the rename and a cell expanded now share one id."""
+    from tasks.common.params import recorded_names
 
-
-def _kind_of(default: Any) -> str:
-    for t, kind in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str")):
-        if isinstance(default, t):
-            return kind
-    if isinstance(default, list):
-        kinds = {_kind_of(v) for v in default}
-        if kinds == {"int", "float"}:
-            kinds = {"float"}
-        return f"list[{kinds.pop()}]" if len(kinds) == 1 and not kinds & {"any"} else "list[any]"
-    return "any"
-
-
-def _merge_params(defaults: dict, overrides: Any, where: str, source: str, what: str,
-                  bounds: Mapping[str, Bounds] | None = None) -> dict:
-    """The defaults with ``overrides`` applied, every override checked (unknown key, type,
-    range, choices: all problems in one error). The values are kept as given, so that cell
-    ids do not change with a check."""
-    if overrides is None:
-        overrides = {}
-    if not isinstance(overrides, dict):
-        raise ConfigError(f"{source}: {where}={overrides!r} is invalid: expected a mapping of {what} parameters")
-    problems = Problems(source)
-    valid = ", ".join(sorted(defaults)) or "(none)"
-    for key, value in overrides.items():
-        if key not in defaults:
-            problems.add(f"{source}: unknown key '{where}.{key}'; valid {what} parameters: {valid}")
-            continue
-        with problems.collect():
-            check_value(value, _param_field(key, defaults[key], bounds), f"{where}.{key}", source)
-    problems.raise_if_any()
-    out = copy.deepcopy(defaults)
-    out.update(copy.deepcopy(overrides))
-    return out
-
-
-def cell_id(config: dict[str, Any]) -> str:
-    """A stable 12-hex-digit hash of the resolved config (key order does not matter)."""
+    renamed = renamed_params(config) if renamed is None else renamed
+    if renamed and isinstance(config.get("model_params"), Mapping):
+        config = {**config, "model_params": recorded_names(config["model_params"], renamed)}
     blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def load_suite(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
-    """Read, override (``--set``) and validate a suite config; returns the validated dict."""
-    return load_suite_with_notices(path, overrides)[0]
+    """Read, override (``--set``) and validate a suite config; returns the validated dict. A
+    deprecated parameter name is a ``FutureWarning`` (:func:`load_suite_with_notices`: a notice)."""
+    return validate_suite(apply_suite_overrides(load_yaml(path), overrides)[0], source=str(path))
 
 
 def load_suite_with_notices(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
                             ) -> tuple[dict[str, Any], list[str]]:
     """:func:`load_suite`, plus notices for the user: which cells' own values a
-    command-line ``--set`` replaced (see the override rule in this module's docstring)."""
+    command-line ``--set`` replaced (see the override rule in this module's docstring), and
+    which deprecated parameter names the config uses (:mod:`benchmarks.config.params`)."""
     raw, notices = apply_suite_overrides(load_yaml(path), overrides)
-    return validate_suite(raw, source=str(path)), notices
+    return validate_suite(raw, source=str(path), notices=notices), notices
 
 
 def apply_suite_overrides(raw: Any, overrides: list[str] | tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:
@@ -304,11 +267,14 @@ def _replace_cell_values(data: dict, parts: list[str], value: Any) -> list[str]:
     return out
 
 
-def validate_suite(raw: Any, source: str = "config") -> dict[str, Any]:
+def validate_suite(raw: Any, source: str = "config", notices: list[str] | None = None) -> dict[str, Any]:
     """Check a (raw, overridden) suite config: every key and value, every cell against the
-    registries. Raises one :class:`ConfigError` listing every problem; returns the config."""
+    registries. Raises one :class:`ConfigError` listing every problem; returns the config, its
+    model parameters under their current names (a deprecated name: a line added to ``notices``,
+    or without them a ``FutureWarning``)."""
     problems = Problems(source)
     cfg = validate(raw, SUITE_SCHEMA, source=source, problems=problems)
+    deprecated = rename_model_params(cfg, source, problems)
     _seconds_as_float(cfg)
     from benchmarks.config.plugins import plugins_problem
 
@@ -327,6 +293,11 @@ def validate_suite(raw: Any, source: str = "config") -> dict[str, Any]:
             problems.add(f"{source}: micro_benchmarks[{i}]={name!r} is invalid: expected one of {', '.join(MICRO_BENCHMARKS)}")
     _expand(cfg, source, problems)  # resolves every cell against the registries: fails early
     problems.raise_if_any()
+    for line in deprecated:
+        if notices is not None:
+            notices.append(line)
+        else:
+            warnings.warn(line, FutureWarning, stacklevel=2)
     return cfg
 
 
@@ -341,11 +312,13 @@ def _seconds_as_float(cfg: dict[str, Any]) -> None:
 
 
 def expand(cfg: dict[str, Any], source: str = "config") -> list[Cell]:
-    """The matrix of cells, in config order (cell entry, model, seed)."""
+    """The matrix of cells of a validated ``cfg``, in config order (cell entry, model, seed)."""
     problems = Problems(source)
     cells = _expand(cfg, source, problems)
     problems.raise_if_any()
     return cells
+
+
 def _expand(cfg: dict[str, Any], source: str, problems: Problems) -> list[Cell]:
     """Resolve every cell entry; a problem is recorded in ``problems`` and its entry skipped."""
     cells: list[Cell] = []
@@ -400,7 +373,7 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
     checks += [(f"model_params.{n}", spec.params, model_params.get(n), f"model {n!r}", spec.bounds) for n, spec in specs.items()]
     for key, defaults, given, what, bounds in checks:
         with problems.collect():
-            resolved[key] = _merge_params(defaults, given, f"{where}.{key}", source, what, bounds)
+            resolved[key] = merge_params(defaults, given, f"{where}.{key}", source, what, bounds)
     for n, spec in specs.items():  # the model's own check of its parameters together (its pattern, ...)
         err = spec.problem(resolved[f"model_params.{n}"]) if f"model_params.{n}" in resolved else None
         if err:
@@ -455,7 +428,7 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
                     config["test_sets"] = test_sets
                 if device != "cpu":  # a GPU cell is never the CPU record of the same config
                     config["device"] = device
-                cells.append(Cell(cell_id(config), task.name, ds.name, name, spec.family,
+                cells.append(Cell(cell_id(config, spec.renamed), task.name, ds.name, name, spec.family,
                                   spec.pattern_for(resolved[f"model_params.{name}"]), seed, config))
     return cells
 
@@ -487,7 +460,7 @@ def _test_sets(given: Any, ds: Any, dataset_params: dict[str, Any], where: str, 
                          f"dataset {ds.name!r} parameters ({', '.join(sorted(ds.params))})")
             continue
         with problems.collect():
-            _merge_params(ds.params, override, at, source, f"dataset {ds.name!r}", ds.bounds)
+            merge_params(ds.params, override, at, source, f"dataset {ds.name!r}", ds.bounds)
             same = [k for k, v in override.items() if dataset_params.get(k) == v]
             if len(same) == len(override):
                 problems.add(f"{source}: {at}={override!r} is invalid: it changes nothing (the cell's dataset "

@@ -15,15 +15,17 @@ of its docstring is the description, so there is no table beside the code. A pre
 builder registered under another name with other defaults (:func:`register_preset`)::
 
     @register_model(family="attention", pattern="full", check=PatternCheck(padding=True))
-    def transformer(data_info, *, layers=2, d_model=128, pattern="full", window=None) -> nn.Module:
+    def transformer(data_info, *, num_layers=2, d_model=128, pattern="full", window=None) -> nn.Module:
         # docstring "Transformer encoder, full attention": the description
-        return Net(data_info["vocab"], layers=layers, d_model=d_model, pattern=pattern, window=window)
+        return Net(data_info["vocab"], num_layers=num_layers, d_model=d_model, pattern=pattern, window=window)
 
     register_preset("transformer_w8", transformer, {"pattern": "truncated", "window": 8},
                     description="the same with truncated attention (+-8)")
 
 A domain collects what its ``models.py`` registered with :func:`registered_models` (:func:`define_task`
-does it); a plug-in adds a model to an existing task with ``task=``.
+does it); a plug-in adds a model to an existing task with ``task=``. A parameter renamed after
+records were written is declared with ``renamed={old: new}`` (:mod:`tasks.common.params`): the
+old name still builds the model, and cell ids keep hashing the old name.
 """
 
 from __future__ import annotations
@@ -33,9 +35,12 @@ import dataclasses
 import functools
 import importlib
 import inspect
+import warnings
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
+
+from tasks.common.params import check_renamed, current_names
 
 FAMILIES = ("attention", "rnn", "cnn", "other")
 
@@ -204,6 +209,9 @@ class ModelSpec:
     pattern_param: str = "pattern"
     #: whether ``models: all`` includes it (the attention-variant presets are named explicitly)
     in_all: bool = True
+    #: parameters renamed after records were written, old name -> new name: the old name is a
+    #: deprecated alias (configs, records, ``build``) and cell ids hash the old name
+    renamed: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -211,6 +219,11 @@ class ModelSpec:
         unknown = [k for k in self.omit_when_default if k not in self.params]
         if unknown:
             raise ValueError(f"model {self.name!r}: omit_when_default names {unknown}, not among its params")
+        check_renamed(self.name, self.params, self.renamed)
+
+    def current_names(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """``params`` under the current names and the deprecated names used (:mod:`tasks.common.params`)."""
+        return current_names(params, self.renamed, what=f"model {self.name!r}")
 
     def pattern_for(self, params: Mapping[str, Any]) -> str | None:
         """The attention pattern of this model with resolved ``params``: the value of
@@ -336,9 +349,18 @@ def builder_params(fn: Callable[..., Any]) -> dict[str, Any]:
     return params
 
 
-def _build_model(fn: Callable[..., Any], name: str, data_info: Any, /, **params: Any) -> Any:
-    """:attr:`ModelSpec.build` of a registered builder: ``fn(data_info, **params)``, an unknown
-    parameter a ``ValueError`` that lists the valid ones."""
+class _Build(functools.partial):
+    """:attr:`ModelSpec.build` of a registered builder: ``partial(_build_model, fn, name, renamed,
+    **preset)`` that also takes the deprecated names of ``renamed`` (old -> new), translated
+    before the preset's defaults are merged (so a caller's old name wins over a preset default)."""
+
+    def __call__(self, /, *args: Any, **params: Any) -> Any:
+        return super().__call__(*args, **current_names(params, self.args[2], what=f"model {self.args[1]!r}")[0])
+
+
+def _build_model(fn: Callable[..., Any], name: str, renamed: Mapping[str, str], data_info: Any, /,
+                 **params: Any) -> Any:
+    """``fn(data_info, **params)``, an unknown parameter a ``ValueError`` that lists the valid ones."""
     valid = builder_params(fn)
     unknown = sorted(set(params) - set(valid))
     if unknown:
@@ -377,7 +399,7 @@ def register_model(
     *, family: str, pattern: str | None = None, description: str | None = None,
     check: Callable[[dict[str, Any]], None] | None = None, bounds: Mapping[str, Bounds] | None = None,
     omit_when_default: tuple[str, ...] = (), pattern_param: str = "pattern", in_all: bool = True,
-    task: str | None = None,
+    renamed: Mapping[str, str] | None = None, task: str | None = None,
 ) -> Callable[[B], B]:
     """Decorator: register builder ``fn(data_info, *, param=default, ...) -> nn.Module`` as model
     ``fn.__name__`` with the :class:`ModelSpec` options given; its parameters are
@@ -387,10 +409,11 @@ def register_model(
     :func:`registered_models`. Returns ``fn`` unchanged; a name registered twice is an error."""
     def decorate(fn: B) -> B:
         spec = ModelSpec(
-            name=fn.__name__, family=family, build=functools.partial(_build_model, fn, fn.__name__),
+            name=fn.__name__, family=family, build=_Build(_build_model, fn, fn.__name__, dict(renamed or {})),
             params=builder_params(fn), pattern=pattern,
             description=_describe(fn) if description is None else description, bounds=dict(bounds or {}),
             check=check, omit_when_default=tuple(omit_when_default), pattern_param=pattern_param, in_all=in_all,
+            renamed=dict(renamed or {}),
         )
         _add(fn.__module__, spec, task)
         return fn
@@ -415,8 +438,13 @@ def register_preset(
     as model ``name`` with other defaults ``params``: a preset, not a copy. The other options come
     from ``base`` unless given; ``pattern`` defaults to the one ``params`` names
     (:meth:`ModelSpec.pattern_for`). Recorded beside the builder's own models, or with ``task``
-    (a plug-in's preset of any registered model) in that task only. Returns the new spec."""
+    (a plug-in's preset of any registered model) in that task only. A deprecated parameter name
+    (:attr:`ModelSpec.renamed`) in ``params`` is taken with a ``FutureWarning``. Returns the new spec."""
     spec = model_spec(base) if not isinstance(base, ModelSpec) else base
+    params, old = spec.current_names(params)
+    for key in old:
+        warnings.warn(f"preset {name!r} of {spec.name!r}: parameter {key!r} is deprecated, use "
+                      f"{spec.renamed[key]!r}", FutureWarning, stacklevel=2)
     unknown = sorted(set(params) - set(spec.params))
     if unknown:
         raise ValueError(f"preset {name!r} of {spec.name!r}: unknown parameter(s) {', '.join(unknown)}; "
@@ -427,7 +455,7 @@ def register_preset(
     merged = {**copy.deepcopy(spec.params), **copy.deepcopy(dict(params))}
     preset = dataclasses.replace(
         spec, name=name, params=merged, description=description, in_all=in_all,
-        build=functools.partial(_build_model, fn, name, **{**base_kw, **copy.deepcopy(dict(params))}),
+        build=_Build(_build_model, fn, name, dict(spec.renamed), **{**base_kw, **copy.deepcopy(dict(params))}),
         family=spec.family if family is None else family,
         pattern=pattern if pattern is not None else spec.pattern_for(merged),
         omit_when_default=spec.omit_when_default if omit_when_default is None else tuple(omit_when_default),

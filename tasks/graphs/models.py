@@ -105,7 +105,7 @@ def _check_attention_net(params: dict[str, Any]) -> None:
 
 
 class AttentionLayer(nn.Module):
-    """One GAT layer on :mod:`attn_core`: a shared projection ``h = W x`` split into ``heads``
+    """One GAT layer on :mod:`attn_core`: a shared projection ``h = W x`` split into ``num_heads``
     heads of ``head_dim``, queries ``q = h * a_dst``, keys ``k = h * a_src``, values ``v = h``
     (``a_dst``, ``a_src``: one learned vector per head), then attention and either the
     concatenated heads (hidden layers) or their mean (output layer), plus a bias.
@@ -124,7 +124,7 @@ class AttentionLayer(nn.Module):
         self,
         in_dim: int,
         head_dim: int,
-        heads: int,
+        num_heads: int,
         *,
         concat: bool,
         pattern: str = "graph",
@@ -139,18 +139,18 @@ class AttentionLayer(nn.Module):
             raise ValueError(f"score={score!r}; valid: 'additive', 'dot'")
         self.params = node_pattern(pattern, score, pattern_params)
         self.graph = attn_core.get_pattern(pattern).kind == "graph"
-        self.heads, self.head_dim, self.concat = heads, head_dim, concat
+        self.heads, self.head_dim, self.concat = num_heads, head_dim, concat
         self.pattern, self.score, self.attn_dropout = pattern, score, attn_dropout
-        self.lin = nn.Linear(in_dim, heads * head_dim, bias=False)
-        self.att_src = nn.Parameter(torch.empty(heads, head_dim))
-        self.att_dst = nn.Parameter(torch.empty(heads, head_dim))
-        out_dim = heads * head_dim if concat else head_dim
+        self.lin = nn.Linear(in_dim, num_heads * head_dim, bias=False)
+        self.att_src = nn.Parameter(torch.empty(num_heads, head_dim))
+        self.att_dst = nn.Parameter(torch.empty(num_heads, head_dim))
+        out_dim = num_heads * head_dim if concat else head_dim
         self.res = nn.Linear(in_dim, out_dim, bias=False) if residual else None
         self.bias = nn.Parameter(torch.zeros(out_dim))
         self.reset_parameters()
         #: a sequence pattern's per-layer state (performer's features ...), None for most
         self.pattern_state = None if self.graph else attn_core.make_pattern_state(
-            pattern, heads, head_dim, max_len=num_nodes, params=self.params)
+            pattern, num_heads, head_dim, max_len=num_nodes, params=self.params)
 
     def reset_parameters(self) -> None:
         for w in (self.lin.weight, self.att_src, self.att_dst):
@@ -175,8 +175,8 @@ class AttentionLayer(nn.Module):
 
 
 class AttentionNet(_GraphNet):
-    """GAT-style network: ``layers`` attention layers with ELU between them and dropout on
-    every layer's input; hidden layers concatenate ``heads`` heads of ``hidden`` features, the
+    """GAT-style network: ``num_layers`` attention layers with ELU between them and dropout on
+    every layer's input; hidden layers concatenate ``num_heads`` heads of ``hidden`` features, the
     last layer averages ``out_heads`` heads of width ``num_classes``. With ``pattern="graph"``
     and ``self_loops`` each node also attends to itself; ``residual`` adds a linear skip
     ``W_res x`` to every layer's output (needed by ``pattern="full"``, see ``full_attention``)."""
@@ -187,9 +187,9 @@ class AttentionNet(_GraphNet):
         num_classes: int,
         *,
         hidden: int = 32,
-        heads: int = 8,
+        num_heads: int = 8,
         out_heads: int = 1,
-        layers: int = 2,
+        num_layers: int = 2,
         pattern: str = "graph",
         score: str = "additive",
         dropout: float = 0.6,
@@ -200,13 +200,13 @@ class AttentionNet(_GraphNet):
         num_nodes: int | None = None,
     ) -> None:
         super().__init__()
-        if layers < 1:
-            raise ValueError(f"layers={layers}: expected >= 1")
+        if num_layers < 1:
+            raise ValueError(f"num_layers={num_layers}: expected >= 1")
         self.pattern, self.dropout, self.self_loops = pattern, dropout, self_loops
-        dims = [num_features] + [hidden * heads] * (layers - 1)
+        dims = [num_features] + [hidden * num_heads] * (num_layers - 1)
         common = dict(pattern=pattern, score=score, attn_dropout=attn_dropout, residual=residual,
                       pattern_params=pattern_params, num_nodes=num_nodes)
-        self.layers = nn.ModuleList(AttentionLayer(d, hidden, heads, concat=True, **common) for d in dims[:-1])
+        self.layers = nn.ModuleList(AttentionLayer(d, hidden, num_heads, concat=True, **common) for d in dims[:-1])
         self.out = AttentionLayer(dims[-1], num_classes, out_heads, concat=False, **common)
 
     def _forward(self, x: Tensor, edge_index: Tensor | None) -> Tensor:
@@ -222,13 +222,14 @@ class AttentionNet(_GraphNet):
 
 # --------------------------------------------------------------------------- baselines
 class GCN(_GraphNet):
-    """Graph convolution (Kipf & Welling): ``layers`` GCNConv with ReLU and dropout."""
+    """Graph convolution (Kipf & Welling): ``num_layers`` GCNConv with ReLU and dropout."""
 
-    def __init__(self, num_features: int, num_classes: int, *, hidden: int = 64, layers: int = 2, dropout: float = 0.5) -> None:
+    def __init__(self, num_features: int, num_classes: int, *, hidden: int = 64, num_layers: int = 2,
+                 dropout: float = 0.5) -> None:
         super().__init__()
         from torch_geometric.nn import GCNConv
 
-        dims = [num_features] + [hidden] * (layers - 1) + [num_classes]
+        dims = [num_features] + [hidden] * (num_layers - 1) + [num_classes]
         self.convs = nn.ModuleList(GCNConv(a, b, cached=False) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = dropout
 
@@ -262,11 +263,12 @@ class GGNN(_GraphNet):
 
 
 class MLP(_GraphNet):
-    """Ignores the edges: ``layers`` linear layers with ReLU and dropout."""
+    """Ignores the edges: ``num_layers`` linear layers with ReLU and dropout."""
 
-    def __init__(self, num_features: int, num_classes: int, *, hidden: int = 64, layers: int = 2, dropout: float = 0.5) -> None:
+    def __init__(self, num_features: int, num_classes: int, *, hidden: int = 64, num_layers: int = 2,
+                 dropout: float = 0.5) -> None:
         super().__init__()
-        dims = [num_features] + [hidden] * (layers - 1) + [num_classes]
+        dims = [num_features] + [hidden] * (num_layers - 1) + [num_classes]
         self.lins = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = dropout
 
@@ -283,12 +285,18 @@ def _sizes(data_info: Mapping[str, Any]) -> tuple[int, int]:
     return int(data_info["num_features"]), int(data_info["num_classes"])
 
 
-_ATTENTION = dict(family="attention", check=_check_attention_net, omit_when_default=(PATTERN_PARAMS,))
+#: the names these parameters had before they took torch.nn's (as translation, speech and vision):
+#: still accepted with a deprecation notice, and what cell ids hash (tasks/common/params.py).
+#: ``out_heads`` keeps its name: only GAT has it, and it reads as "heads of the output layer".
+_RENAMED = {"heads": "num_heads", "layers": "num_layers"}
+_RENAMED_LAYERS = {"layers": "num_layers"}
+_ATTENTION = dict(family="attention", check=_check_attention_net, omit_when_default=(PATTERN_PARAMS,),
+                  renamed=_RENAMED)
 
 
 @register_model(pattern="graph", **_ATTENTION)
 def graph_attention(
-    data_info: Mapping[str, Any], *, hidden: int = 32, heads: int = 8, out_heads: int = 1, layers: int = 2,
+    data_info: Mapping[str, Any], *, hidden: int = 32, num_heads: int = 8, out_heads: int = 1, num_layers: int = 2,
     dropout: float = 0.6, attn_dropout: float = 0.6, self_loops: bool = True, residual: bool = False,
     pattern_params: dict[str, Any] | None = None, pattern: str = "graph", score: str = "additive",
 ) -> AttentionNet:
@@ -298,8 +306,8 @@ def graph_attention(
     but 32 features per head instead of 8. Cora test accuracy, 10 seeds, best-val-acc checkpoint:
     8/head 82.1-82.5, 16/head 82.2-82.8, 32/head 82.7-82.8 (and a smaller spread)."""
     num_nodes = int(data_info["num_nodes"]) if "num_nodes" in data_info else None  # sizes patterns sized by length
-    return AttentionNet(*_sizes(data_info), hidden=hidden, heads=heads, out_heads=out_heads, layers=layers,
-                        pattern=pattern, score=score, dropout=dropout, attn_dropout=attn_dropout,
+    return AttentionNet(*_sizes(data_info), hidden=hidden, num_heads=num_heads, out_heads=out_heads,
+                        num_layers=num_layers, pattern=pattern, score=score, dropout=dropout, attn_dropout=attn_dropout,
                         self_loops=self_loops, residual=residual, pattern_params=pattern_params, num_nodes=num_nodes)
 
 
@@ -315,10 +323,10 @@ FULL_ATTENTION = register_preset(
 )
 
 
-@register_model(family="cnn")
-def gcn(data_info: Mapping[str, Any], *, hidden: int = 64, layers: int = 2, dropout: float = 0.5) -> GCN:
+@register_model(family="cnn", renamed=_RENAMED_LAYERS)
+def gcn(data_info: Mapping[str, Any], *, hidden: int = 64, num_layers: int = 2, dropout: float = 0.5) -> GCN:
     """GCN (Kipf & Welling 2017)"""
-    return GCN(*_sizes(data_info), hidden=hidden, layers=layers, dropout=dropout)
+    return GCN(*_sizes(data_info), hidden=hidden, num_layers=num_layers, dropout=dropout)
 
 
 @register_model(family="rnn")
@@ -330,10 +338,10 @@ def ggnn(data_info: Mapping[str, Any], *, hidden: int = 64, steps: int = 2, drop
     return GGNN(*_sizes(data_info), hidden=hidden, steps=steps, dropout=dropout, aggr=aggr)
 
 
-@register_model(family="other")
-def mlp(data_info: Mapping[str, Any], *, hidden: int = 64, layers: int = 2, dropout: float = 0.5) -> MLP:
+@register_model(family="other", renamed=_RENAMED_LAYERS)
+def mlp(data_info: Mapping[str, Any], *, hidden: int = 64, num_layers: int = 2, dropout: float = 0.5) -> MLP:
     """MLP floor (ignores edges)"""
-    return MLP(*_sizes(data_info), hidden=hidden, layers=layers, dropout=dropout)
+    return MLP(*_sizes(data_info), hidden=hidden, num_layers=num_layers, dropout=dropout)
 
 
 #: ``full_attention_<pattern>`` presets (not in ``models: all``): full_attention's network over all

@@ -60,20 +60,21 @@ MAX_LEN = 2048
 
 
 class TransformerContext(nn.Module):
-    """Linear to ``d_model``, sinusoidal positions, ``layers`` pre-LN encoder layers from
+    """Linear to ``d_model``, sinusoidal positions, ``num_layers`` pre-LN encoder layers from
     :mod:`attn_core` with ``pattern`` (any registered sequence pattern that takes key padding:
     "full", "truncated" with ``window``, "performer", ...) and its ``pattern_params``; padding is
     the ``key_padding_mask`` (True = real word), so it never enters attention."""
 
-    def __init__(self, d_in: int, *, d_model: int = 256, heads: int = 8, layers: int = 4, ff: int = 512,
-                 dropout: float = 0.2, pattern: str = "full", window: int | None = None,
+    def __init__(self, d_in: int, *, d_model: int = 256, num_heads: int = 8, num_layers: int = 4,
+                 dim_feedforward: int = 512, dropout: float = 0.2, pattern: str = "full", window: int | None = None,
                  pattern_params: dict[str, Any] | None = None) -> None:
         super().__init__()
         params = model_pattern(pattern, pattern_params, window=window, padding=True)
         self.proj = nn.Linear(d_in, d_model)
         self.pos = attn_core.SinusoidalPositionalEncoding(d_model, max_len=MAX_LEN)
-        self.encoder = attn_core.TransformerEncoder(d_model, heads, layers, dim_feedforward=ff, dropout=dropout,
-                                                    pattern=pattern, pattern_params=params, max_len=MAX_LEN)
+        self.encoder = attn_core.TransformerEncoder(d_model, num_heads, num_layers, dim_feedforward=dim_feedforward,
+                                                    dropout=dropout, pattern=pattern, pattern_params=params,
+                                                    max_len=MAX_LEN)
         self.out_dim = d_model
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False):
@@ -84,10 +85,10 @@ class TransformerContext(nn.Module):
 class LSTMContext(nn.Module):
     """A bidirectional LSTM over packed sequences (padding is never read)."""
 
-    def __init__(self, d_in: int, *, hidden: int = 200, layers: int = 2, dropout: float = 0.3) -> None:
+    def __init__(self, d_in: int, *, hidden: int = 200, num_layers: int = 2, dropout: float = 0.3) -> None:
         super().__init__()
-        self.lstm = nn.LSTM(d_in, hidden, layers, batch_first=True, bidirectional=True,
-                            dropout=dropout if layers > 1 else 0.0)
+        self.lstm = nn.LSTM(d_in, hidden, num_layers, batch_first=True, bidirectional=True,
+                            dropout=dropout if num_layers > 1 else 0.0)
         self.drop = nn.Dropout(dropout)
         self.out_dim = 2 * hidden
 
@@ -100,17 +101,17 @@ class LSTMContext(nn.Module):
 
 
 class ConvContext(nn.Module):
-    """``layers`` residual blocks ``x + drop(GELU(conv(LN(x) * mask)))``, dilation
+    """``num_layers`` residual blocks ``x + drop(GELU(conv(LN(x) * mask)))``, dilation
     ``dilation_base ** i`` (1: plain stacked convolutions); padding positions are zeroed
     before every convolution, so they never leak into real words."""
 
-    def __init__(self, d_in: int, *, channels: int = 256, layers: int = 4, kernel: int = 3,
+    def __init__(self, d_in: int, *, channels: int = 256, num_layers: int = 4, kernel: int = 3,
                  dilation_base: int = 2, dropout: float = 0.2) -> None:
         super().__init__()
         if kernel % 2 == 0:
             raise ValueError(f"kernel={kernel}; must be odd (centred convolution)")
         self.proj = nn.Linear(d_in, channels)
-        dil = [dilation_base ** i for i in range(layers)]
+        dil = [dilation_base ** i for i in range(num_layers)]
         self.convs = nn.ModuleList(nn.Conv1d(channels, channels, kernel, padding=d * (kernel // 2), dilation=d)
                                    for d in dil)
         self.norms = nn.ModuleList(nn.LayerNorm(channels) for _ in dil)
@@ -129,11 +130,11 @@ class ConvContext(nn.Module):
 class NoContext(nn.Module):
     """A per-token MLP: sees one word at a time (the floor every context model must beat)."""
 
-    def __init__(self, d_in: int, *, hidden: int = 256, layers: int = 2, dropout: float = 0.2) -> None:
+    def __init__(self, d_in: int, *, hidden: int = 256, num_layers: int = 2, dropout: float = 0.2) -> None:
         super().__init__()
         mods: list[nn.Module] = []
         d = d_in
-        for _ in range(layers):
+        for _ in range(num_layers):
             mods += [nn.Linear(d, hidden), nn.GELU(), nn.Dropout(dropout)]
             d = hidden
         self.mlp = nn.Sequential(*mods)
@@ -174,47 +175,55 @@ def _tagger(data_info: Mapping[str, Any], encoder: type[nn.Module], **params: An
     return Tagger(*sizes, encoder, **params)
 
 
+#: the names these parameters had before they took torch.nn's (as translation, speech and vision):
+#: still accepted with a deprecation notice, and what cell ids hash (tasks/common/params.py)
+_RENAMED = {"heads": "num_heads", "layers": "num_layers", "ff": "dim_feedforward"}
+_RENAMED_LAYERS = {"layers": "num_layers"}
+
+
 @register_model(family="attention", pattern="full", check=PatternCheck(padding=True),
-                omit_when_default=(PATTERN_PARAMS,))
+                omit_when_default=(PATTERN_PARAMS,), renamed=_RENAMED)
 def transformer(
     data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: int = 32, char_out: int = 64,
-    emb_dropout: float = 0.3, d_model: int = 256, heads: int = 8, layers: int = 4, ff: int = 512, dropout: float = 0.2,
-    pattern_params: dict[str, Any] | None = None, pattern: str = "full", window: int | None = None,
+    emb_dropout: float = 0.3, d_model: int = 256, num_heads: int = 8, num_layers: int = 4,
+    dim_feedforward: int = 512, dropout: float = 0.2, pattern_params: dict[str, Any] | None = None,
+    pattern: str = "full", window: int | None = None,
 ) -> Tagger:
     """Transformer encoder (attn_core, pre-LN, sinusoidal positions), full attention"""
     return _tagger(data_info, TransformerContext, word_dim=word_dim, char_dim=char_dim, char_out=char_out,
-                   emb_dropout=emb_dropout, d_model=d_model, heads=heads, layers=layers, ff=ff, dropout=dropout,
-                   pattern_params=pattern_params, pattern=pattern, window=window)
+                   emb_dropout=emb_dropout, d_model=d_model, num_heads=num_heads, num_layers=num_layers,
+                   dim_feedforward=dim_feedforward, dropout=dropout, pattern_params=pattern_params, pattern=pattern,
+                   window=window)
 
 
 register_preset("transformer_truncated", transformer, {"pattern": "truncated", "window": 4},
                 description="the same with truncated attention (window words either side)")
 
 
-@register_model(family="rnn")
+@register_model(family="rnn", renamed=_RENAMED_LAYERS)
 def bilstm(data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: int = 32, char_out: int = 64,
-           emb_dropout: float = 0.3, hidden: int = 200, layers: int = 2, dropout: float = 0.3) -> Tagger:
+           emb_dropout: float = 0.3, hidden: int = 200, num_layers: int = 2, dropout: float = 0.3) -> Tagger:
     """2-layer BiLSTM tagger"""
     return _tagger(data_info, LSTMContext, word_dim=word_dim, char_dim=char_dim, char_out=char_out,
-                   emb_dropout=emb_dropout, hidden=hidden, layers=layers, dropout=dropout)
+                   emb_dropout=emb_dropout, hidden=hidden, num_layers=num_layers, dropout=dropout)
 
 
-@register_model(family="cnn")
+@register_model(family="cnn", renamed=_RENAMED_LAYERS)
 def cnn(data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: int = 32, char_out: int = 64,
-        emb_dropout: float = 0.3, channels: int = 256, layers: int = 4, kernel: int = 3, dilation_base: int = 2,
+        emb_dropout: float = 0.3, channels: int = 256, num_layers: int = 4, kernel: int = 3, dilation_base: int = 2,
         dropout: float = 0.2) -> Tagger:
     """residual dilated 1-D CNN (dilations 1, 2, 4, 8)"""
     return _tagger(data_info, ConvContext, word_dim=word_dim, char_dim=char_dim, char_out=char_out,
-                   emb_dropout=emb_dropout, channels=channels, layers=layers, kernel=kernel,
+                   emb_dropout=emb_dropout, channels=channels, num_layers=num_layers, kernel=kernel,
                    dilation_base=dilation_base, dropout=dropout)
 
 
-@register_model(family="other")
+@register_model(family="other", renamed=_RENAMED_LAYERS)
 def mlp(data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: int = 32, char_out: int = 64,
-        emb_dropout: float = 0.3, hidden: int = 256, layers: int = 2, dropout: float = 0.2) -> Tagger:
+        emb_dropout: float = 0.3, hidden: int = 256, num_layers: int = 2, dropout: float = 0.2) -> Tagger:
     """per-token MLP, no context (floor)"""
     return _tagger(data_info, NoContext, word_dim=word_dim, char_dim=char_dim, char_out=char_out,
-                   emb_dropout=emb_dropout, hidden=hidden, layers=layers, dropout=dropout)
+                   emb_dropout=emb_dropout, hidden=hidden, num_layers=num_layers, dropout=dropout)
 
 
 #: ``transformer_<pattern>`` presets of the efficient patterns (not in ``models: all``); local_global

@@ -8,10 +8,11 @@ GRAPHS_DATA = dict(num_nodes=240, num_classes=4, p_in=0.08, p_out=0.006, num_val
 POS_EMB = {"word_dim": 32, "char_dim": 8, "char_out": 32}
 #: small sizes for fast tests (same classes as the registered presets)
 POS_MODELS = {
-    "transformer": {**POS_EMB, "d_model": 32, "heads": 4, "layers": 2, "ff": 64},
-    "transformer_truncated": {**POS_EMB, "d_model": 32, "heads": 4, "layers": 2, "ff": 64, "window": 1},
+    "transformer": {**POS_EMB, "d_model": 32, "num_heads": 4, "num_layers": 2, "dim_feedforward": 64},
+    "transformer_truncated": {**POS_EMB, "d_model": 32, "num_heads": 4, "num_layers": 2, "dim_feedforward": 64,
+                              "window": 1},
     "bilstm": {**POS_EMB, "hidden": 32},
-    "cnn": {**POS_EMB, "channels": 32, "layers": 3},
+    "cnn": {**POS_EMB, "channels": 32, "num_layers": 3},
     "mlp": {**POS_EMB, "hidden": 32},
 }
 POS_DATA = dict(num_train=600, num_val=100, num_test=150, batch_size=16)

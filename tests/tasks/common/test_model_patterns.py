@@ -34,7 +34,8 @@ def test_pos_tagging_and_speech_encoders_take_every_padding_pattern(pattern):
 
     torch.manual_seed(0)
     x, mask = torch.randn(2, 9, 6), _mask(2, 9)
-    pos = TransformerContext(6, d_model=8, heads=2, layers=1, ff=8, pattern=pattern, pattern_params=SMALL.get(pattern))
+    pos = TransformerContext(6, d_model=8, num_heads=2, num_layers=1, dim_feedforward=8, pattern=pattern,
+                             pattern_params=SMALL.get(pattern))
     speech = TransformerEncoderNet(6, d_model=8, num_heads=2, num_layers=1, pattern=pattern,
                                    pattern_params=SMALL.get(pattern), pattern_max_len=9)
     for net in (pos.eval(), speech.eval()):
@@ -112,7 +113,7 @@ def test_graph_attention_net_takes_order_free_patterns(pattern):
     torch.manual_seed(0)
     n = 11
     x, ei = torch.randn(n, 5), torch.randint(0, n, (2, 30))
-    net = AttentionNet(5, 3, hidden=4, heads=2, pattern=pattern, score="dot", pattern_params=SMALL.get(pattern),
+    net = AttentionNet(5, 3, hidden=4, num_heads=2, pattern=pattern, score="dot", pattern_params=SMALL.get(pattern),
                        num_nodes=n, residual=pattern != "graph").eval()
     out = net(x, ei)
     assert out.shape == (n, 3) and torch.isfinite(out).all()
@@ -124,7 +125,7 @@ def test_performer_over_nodes_is_permutation_equivariant():
     from tasks.graphs.models import AttentionNet
 
     torch.manual_seed(0)
-    net = AttentionNet(5, 3, hidden=4, heads=2, pattern="performer", score="dot", pattern_params={"features": 8},
+    net = AttentionNet(5, 3, hidden=4, num_heads=2, pattern="performer", score="dot", pattern_params={"features": 8},
                        residual=True).eval()
     x, perm = torch.randn(9, 5), torch.randperm(9)
     torch.testing.assert_close(net(x[perm], None), net(x, None)[perm], atol=1e-5, rtol=1e-5)
