@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.suites import config_text
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "attnbench-plugin-example"
 
@@ -94,24 +96,7 @@ def _install(target: Path) -> None:
     (info / "entry_points.txt").write_text("[attnbench.plugins]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()))
 
 
-SUITE = """
-suite: plugin_example
-seeds: 1
-trainer: {max_epochs: 1, accelerator: cpu}
-cells:
-  - task: pos_tagging
-    dataset: synthetic
-    dataset_params: {num_train: 64, num_val: 32, num_test: 32}
-    models: [transformer]
-    model_params:
-      transformer: {pattern: sigmoid, pattern_params: {bias: -2.0}, d_model: 16, heads: 2, layers: 1, ff: 16,
-                    word_dim: 8, char_dim: 8, char_out: 8}
-  - task: vision
-    dataset: synthetic
-    dataset_params: {num_train: 64, num_val: 32, num_test: 32}
-    models: [vit]
-    model_params: {vit: {attention: sigmoid, d_model: 16, num_heads: 2, num_layers: 1}}
-"""
+SUITE = config_text("plugin_example.yaml")
 
 
 def test_a_suite_uses_the_plugin_pattern_on_two_domains_through_the_pool(tmp_path):

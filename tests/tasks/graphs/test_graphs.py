@@ -16,6 +16,7 @@ from tasks.graphs.data import PlanetoidDataModule, SBMDataModule, make_sbm
 from tasks.graphs.module import GraphNodeClassifier
 from tests.conftest import shared_data_root
 from tests.helpers.domains import GRAPHS_DATA as SMALL_SBM
+from tests.helpers.training import train_loop
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -41,17 +42,7 @@ def _train(task, name, dm, epochs, seed=0, **params):
     spec = task.models.get(name)
     net = spec.build(dm.info, **{**spec.params, **params})
     module = task.make_module(net, dm.info, **task.module_params)
-    opt = module.configure_optimizers()
-    data, losses = dm.data, []
-    module.train()
-    for _ in range(epochs):
-        opt.zero_grad()
-        loss = module.step(data, "train").loss
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    module.eval()
-    return module, losses
+    return module, train_loop(module, module.configure_optimizers(), epochs, lambda: [dm.data])
 
 
 def _test_acc(module, dm) -> float:
@@ -159,7 +150,7 @@ def test_graph_mask_respected_full_attention_not(task):
         spec = task.models.get(name)
         torch.manual_seed(0)
         net = spec.build(dm.info, **spec.params).eval()
-        layers = spec.params["layers"]
+        layers = spec.params["num_layers"]
         far = _far_node(d.edge_index, d.num_nodes, target, layers)  # outside the receptive field
         x2 = d.x.clone()
         x2[far] += 10.0 * torch.randn(x2.shape[1])

@@ -16,6 +16,7 @@ from tasks.pos_tagging.data import (UPOS, SyntheticTaggingDataModule, build_synt
 from tasks.pos_tagging.module import PosTaggerModule, count_stats
 from tests.helpers.domains import POS_DATA as SYN
 from tests.helpers.domains import POS_MODELS as SMALL
+from tests.helpers.training import train_loop
 
 MODELS = ["transformer", "transformer_truncated", "bilstm", "cnn", "mlp"]
 VARIANTS = [f"transformer_{p}" for p in PRESET_PATTERNS]  # every efficient pattern takes key padding
@@ -59,18 +60,7 @@ def _net(task, name, info, seed=0, **extra):
 def _train(task, name, dm, epochs, lr=1e-2, seed=0):
     net = _net(task, name, dm.info, seed)
     module = task.make_module(net, dm.info, **{**task.module_params, "warmup_steps": 0})
-    opt = torch.optim.AdamW(module.parameters(), lr=lr)
-    losses = []
-    module.train()
-    for _ in range(epochs):
-        for batch in dm.train_dataloader():
-            opt.zero_grad()
-            loss = module.step(batch, "train").loss
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-    module.eval()
-    return module, losses
+    return module, train_loop(module, torch.optim.AdamW(module.parameters(), lr=lr), epochs, dm.train_dataloader)
 
 
 def _evaluate(module, dm, split="test") -> float:

@@ -16,6 +16,7 @@ from tasks.speech.features import FeatureConfig, extract, frame_labels
 from tasks.speech.module import SpeechModule, edit_distance, segments, spec_augment
 from tests.helpers.domains import SPEECH_DATA as TINY
 from tests.helpers.domains import SPEECH_FRAMES as TINY_FRAMES
+from tests.helpers.training import train_loop
 
 MODELS = ["transformer", "transformer_w8", "transformer_w16", "transformer_w32", "transformer_w64", "lstm", "cnn",
           "frame_mlp"]
@@ -206,23 +207,12 @@ def _train(task, name, dm, steps=None, epochs=1, seed=0, lr=3e-3, items=None):
     spec = task.models.get(name)
     net = spec.build(dm.info, **spec.params)
     module = task.make_module(net, dm.info, **{**task.module_params, "scheduler": "none", "warmup_steps": 0})
-    opt = torch.optim.AdamW(module.parameters(), lr=lr)
-    losses = []
-    module.train()
     if steps is None:
         batches = list(dm.train_dataloader())
     else:
         first = next(iter(dm.train_dataloader()))
         batches = [{k: v[:items] for k, v in first.items()}] * steps
-    for _ in range(epochs):
-        for b in batches:
-            opt.zero_grad()
-            loss = module.step(b, "train").loss
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-    module.eval()
-    return module, losses
+    return module, train_loop(module, torch.optim.AdamW(module.parameters(), lr=lr), epochs, lambda: batches)
 
 
 def _eval(module, loader):
