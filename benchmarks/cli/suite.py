@@ -84,6 +84,8 @@ def add_run(sub: argparse._SubParsersAction) -> None:
                    help="keep each cell's best weights beside its record (<record>.pt, weights only) for "
                         "attnbench eval (as --set keep_checkpoints=true; not part of the cell ids)")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    p.add_argument("--tasks", metavar="T1,T2", help="run only the cells of these tasks: a slice of a long suite; "
+                   "the cell ids are those of the whole suite, so a later run of it into the same --out skips them")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, run nothing")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import MODULE first, so it can register models, datasets or tasks (repeatable; "
@@ -124,6 +126,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CliError(str(err)) from None
     for line in notices:
         print(f"note: {line}")
+    if args.tasks is not None:
+        cfg = _only_tasks(cfg, args.tasks)
     if args.print_config:
         import yaml
 
@@ -171,6 +175,18 @@ def cmd_run(args: argparse.Namespace) -> int:
               "--allow-failures makes it 0)", file=sys.stderr)
         return 1
     return 0
+
+
+def _only_tasks(cfg: dict, tasks: str) -> dict:
+    """``cfg`` with only the cell entries of ``tasks`` (comma-separated); a task the suite does not
+    have is a one-line usage error listing those it has."""
+    wanted = [t.strip() for t in tasks.split(",") if t.strip()]
+    present = list(dict.fromkeys(entry["task"] for entry in cfg["cells"]))
+    unknown = [t for t in wanted if t not in present]
+    if not wanted or unknown:
+        raise CliError(f"--tasks {tasks!r}: {', '.join(unknown) or 'no task named'} not in suite {cfg['suite']!r}; "
+                       f"its tasks: {', '.join(present)}")
+    return {**cfg, "cells": [entry for entry in cfg["cells"] if entry["task"] in wanted]}
 
 
 # ----------------------------------------------------------------------------- report
