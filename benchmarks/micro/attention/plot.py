@@ -22,8 +22,8 @@ def plot_results(doc: dict, path: str | Path) -> None:
     pts = doc["points"]
     seq = [r for r in pts if r["kind"] in ("sequence", VARIANT)]
     graph = [r for r in pts if r["kind"] == "graph"]
-    fig, axes = plt.subplots(2, 2, figsize=(14, 10))
-    (ax_t, ax_m), (ax_gt, ax_gm) = axes
+    fig, axes = plt.subplots(2 if graph else 1, 2, figsize=(14, 10 if graph else 5.5), squeeze=False)
+    ax_t, ax_m = axes[0]
     methods = list(dict.fromkeys(r["method"] for r in seq))
     colors = {m: plt.cm.tab10(i % 10) for i, m in enumerate(methods)}
     all_L = sorted({r["L"] for r in seq})
@@ -63,6 +63,23 @@ def plot_results(doc: dict, path: str | Path) -> None:
     ax_t.set_title("time vs L (x at the top = OOM/timeout)")
     ax_m.set_title("peak memory vs L")
 
+    if graph:  # the graph comparison's row only when it ran
+        _plot_graph(axes[1], graph, plt)
+    setup = doc["setup"]
+    s = setup["sequence"]
+    fig.suptitle(
+        f"attention scaling, fwd+bwd: {doc['environment'].get('device_name')}, {setup['dtype']}; "
+        f"sequences B={s['batch']} H={s['heads']} D={s['head_dim']}; graphs E={setup['graph']['embed_dim']} "
+        f"H={setup['graph']['heads']}",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    save_figure_atomic(fig, path, dpi=110)
+
+
+def _plot_graph(row, graph: list[dict], plt) -> None:
+    """Bar charts of the graph comparison (time, peak memory) per graph size and method."""
+    ax_gt, ax_gm = row
     sizes = sorted({(r["N"], r["E"]) for r in graph})
     gmethods = list(dict.fromkeys(r["method"] for r in graph))
     width = 0.8 / max(1, len(gmethods))
@@ -91,13 +108,3 @@ def plot_results(doc: dict, path: str | Path) -> None:
             ax.legend(fontsize=8)
     ax_gt.set_title("graph attention: time")
     ax_gm.set_title("graph attention: peak memory")
-    setup = doc["setup"]
-    s = setup["sequence"]
-    fig.suptitle(
-        f"attention scaling, fwd+bwd: {doc['environment'].get('device_name')}, {setup['dtype']}; "
-        f"sequences B={s['batch']} H={s['heads']} D={s['head_dim']}; graphs E={setup['graph']['embed_dim']} "
-        f"H={setup['graph']['heads']}",
-        fontsize=10,
-    )
-    fig.tight_layout()
-    save_figure_atomic(fig, path, dpi=110)
