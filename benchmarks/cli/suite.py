@@ -85,7 +85,8 @@ def add_run(sub: argparse._SubParsersAction) -> None:
                         "attnbench eval (as --set keep_checkpoints=true; not part of the cell ids)")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
     p.add_argument("--tasks", metavar="T1,T2", help="run only the cells of these tasks: a slice of a long suite; "
-                   "the cell ids are those of the whole suite, so a later run of it into the same --out skips them")
+                   "the cell ids are those of the whole suite, so a later run of it into the same --out skips them "
+                   "(the suite's micro_benchmarks still run)")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, run nothing")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import MODULE first, so it can register models, datasets or tasks (repeatable; "
@@ -183,8 +184,11 @@ def _only_tasks(cfg: dict, tasks: str) -> dict:
     wanted = [t.strip() for t in tasks.split(",") if t.strip()]
     present = list(dict.fromkeys(entry["task"] for entry in cfg["cells"]))
     unknown = [t for t in wanted if t not in present]
-    if not wanted or unknown:
-        raise CliError(f"--tasks {tasks!r}: {', '.join(unknown) or 'no task named'} not in suite {cfg['suite']!r}; "
+    if not wanted:
+        raise CliError(f"--tasks {tasks!r}: expected task names separated by commas, e.g. {','.join(present[:2])}; "
+                       f"suite {cfg['suite']!r} has: {', '.join(present)}")
+    if unknown:
+        raise CliError(f"--tasks {tasks!r}: {', '.join(unknown)} not in suite {cfg['suite']!r}; "
                        f"its tasks: {', '.join(present)}")
     return {**cfg, "cells": [entry for entry in cfg["cells"] if entry["task"] in wanted]}
 

@@ -18,6 +18,13 @@ def test_a_slice_has_the_whole_suites_ids_for_its_tasks(capsys):
     assert part == {cid: label for cid, label in whole.items() if label.split("/")[0] in ("graphs", "speech")}
 
 
+def test_an_empty_task_list_is_one_line(capsys):
+    assert main(["run", "quick", "--dry-run", "--tasks", " , "]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["attnbench: error: --tasks ' , ': expected task names separated by commas, e.g. graphs,pos_tagging; "
+                   "suite 'quick' has: graphs, pos_tagging, translation, speech, vision"]
+
+
 def test_a_task_the_suite_lacks_is_one_line(capsys):
     assert main(["run", "quick", "--dry-run", "--tasks", "graphs,audio"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
