@@ -5,9 +5,10 @@ other than ``full``, ``truncated`` and ``graph``), e.g. ``benchmarks/configs/var
 * one table, a row per pattern and a column per domain (task / dataset group): the quality of
   the pattern's best model there (mean ± CI half-width of the group's metric over seeds), its
   rank among the patterns of that domain, mean train time and peak memory;
+  and a last column with each pattern's mean rank over the domains it ran in (rows sorted by it);
 * the Spearman rank correlation of the patterns' ranks between every two domains (over the
-  patterns both ran, at least 3): whether a variant that does well in one domain does well in
-  another.
+  patterns both ran, at least 3; tied means share their average rank): whether a variant that
+  does well in one domain does well in another.
 """
 
 from __future__ import annotations
@@ -24,34 +25,46 @@ __all__ = ["variants_blocks", "pattern_ranks", "spearman", "EXACT_PATTERNS"]
 EXACT_PATTERNS = frozenset({"full", "truncated", "graph"})
 
 
-def pattern_ranks(g: Group) -> dict[str, tuple[int, ModelResult]]:
-    """``{pattern: (rank, its best model)}`` over the group's attention models with a mean
-    (ranks 1.. by the group's metric and mode; the best model stands for its pattern)."""
+def pattern_ranks(g: Group) -> dict[str, tuple[float, ModelResult]]:
+    """``{pattern: (rank, its best model)}`` over the group's attention models with a mean: the
+    best model stands for its pattern, rank 1 is best by the group's metric and mode, and tied
+    means share the average of their ranks (three patterns equal at places 3-5 are all 4.0, as
+    Spearman's rho needs; ``scipy.stats.rankdata``)."""
+    from scipy.stats import rankdata
+
     best: dict[str, ModelResult] = {}
     for m in g.ranked:  # best first
         if m.family == "attention" and m.pattern and m.pattern not in best:
             best[m.pattern] = m
-    return {p: (i, m) for i, (p, m) in enumerate(best.items(), 1)}
+    sign = -1.0 if g.mode == "max" else 1.0
+    ranks = rankdata([sign * float(m.mean) for m in best.values()], method="average") if best else []
+    return {p: (float(r), m) for (p, m), r in zip(best.items(), ranks)}
 
 
-def spearman(a: dict[str, int], b: dict[str, int]) -> tuple[float | None, int]:
-    """Spearman's rho of two rankings over their common keys (re-ranked among those), and how
-    many there are; ``None`` below 3."""
+def spearman(a: dict[str, float], b: dict[str, float]) -> tuple[float | None, int]:
+    """Spearman's rho of two rankings over their common keys (re-ranked among those, ties
+    averaged: ``scipy.stats.spearmanr``), and how many there are; ``None`` below 3 or when one
+    side is all ties (no order to correlate)."""
+    from scipy.stats import spearmanr
+
     common = [k for k in a if k in b]
     n = len(common)
-    if n < 3:
+    if n < 3 or len({a[k] for k in common}) < 2 or len({b[k] for k in common}) < 2:
         return None, n
-    ra = {k: i for i, k in enumerate(sorted(common, key=a.__getitem__), 1)}
-    rb = {k: i for i, k in enumerate(sorted(common, key=b.__getitem__), 1)}
-    d2 = sum((ra[k] - rb[k]) ** 2 for k in common)
-    return 1 - 6 * d2 / (n * (n * n - 1)), n
+    return float(spearmanr([a[k] for k in common], [b[k] for k in common]).statistic), n
 
 
-def _cell(rank: int, m: ModelResult) -> str:
+def _rank_label(rank: float, ranks: list[float]) -> str:
+    """``#2``, or ``#3=`` for the first of tied places (a shared rank, shown the usual way)."""
+    tied = [r for r in ranks if r == rank]
+    return f"#{int(rank - (len(tied) - 1) / 2)}" + ("=" if len(tied) > 1 else "")
+
+
+def _cell(rank: float, m: ModelResult, ranks: list[float]) -> str:
     s = m.summary
     half = None if s is None or s.ci_low is None or s.ci_high is None else (s.ci_high - s.ci_low) / 2
     quality = fmt_metric(m.mean) + ("" if half is None else f" ± {fmt_metric(half)}")
-    return (f"{quality} (#{rank}; {m.model}) · {fmt_seconds(m.cost.get('train_time_s_mean'))} · "
+    return (f"{quality} ({_rank_label(rank, ranks)}; {m.model}) · {fmt_seconds(m.cost.get('train_time_s_mean'))} · "
             f"{fmt_bytes(m.cost.get('peak_mem_bytes'))}")
 
 
@@ -66,12 +79,21 @@ def variants_blocks(an: Analysis) -> list[Block]:
         patterns += [p for p in ranks if p not in patterns]
     titles = [group_title(g, an.multi_suite) for g, _ in domains]
     pct = int(round(an.confidence * 100))
-    rows: list[list[Any]] = [[p, *(_cell(*r[p]) if p in r else "–" for _, r in domains)] for p in patterns]
+    every = [[rank for rank, _ in r.values()] for _, r in domains]
+    places = {p: [r[p][0] for _, r in domains if p in r] for p in patterns}
+    mean_rank = {p: (sum(v) / len(v), len(v)) for p, v in places.items()}
+    patterns.sort(key=lambda p: mean_rank[p][0])  # best mean rank first; stable, so ties keep first-seen order
+    rows: list[list[Any]] = [
+        [p, *(_cell(*r[p], ranks) if p in r else "–" for (_, r), ranks in zip(domains, every)),
+         f"{mean_rank[p][0]:.1f} ({mean_rank[p][1]})"]
+        for p in patterns]
     blocks: list[Block] = [
         Heading(2, "Attention variants across domains", slug("attention-variants")),
         Paragraph(f"Per domain, each attention pattern's best model: test metric mean ± half the {pct}% CI over "
-                  "seeds (#rank among the patterns there; model) · mean train time · peak memory.", "note"),
-        Table(["pattern", *titles], rows),
+                  "seeds (#rank among the patterns there, = for a tie; model) · mean train time · peak memory. "
+                  "Mean rank: over the domains the pattern ran in (how many); ties count their average place.",
+                  "note"),
+        Table(["pattern", *titles, "mean rank (domains)"], rows),
     ]
     pairs: list[list[Any]] = []
     for i, (gi, ri) in enumerate(domains):

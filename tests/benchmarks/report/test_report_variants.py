@@ -36,6 +36,25 @@ def test_spearman():
     assert spearman({"a": 1, "b": 2, "x": 3}, {"a": 1, "b": 2, "y": 3}) == (None, 2)
     rho, n = spearman({"a": 1, "b": 2, "c": 3, "d": 4}, {"a": 1, "b": 2, "c": 4, "d": 3})
     assert n == 4 and rho == pytest.approx(0.8)
+    # a tie shares the average place: ranks (1, 2.5, 2.5) against (1, 2, 3) is Pearson's r of those, 1.5 / sqrt(3)
+    rho, n = spearman({"a": 1, "b": 2.5, "c": 2.5}, {"a": 1, "b": 2, "c": 3})
+    assert n == 3 and rho == pytest.approx(1.5 / 3 ** 0.5)
+    assert spearman({"a": 2, "b": 2, "c": 2}, {"a": 1, "b": 2, "c": 3}) == (None, 3)  # no order on one side
+
+
+def test_tied_patterns_share_their_place(tmp_path):
+    """Equal means (graphs: full, linear and nystrom predicted the same nodes) are one shared
+    place, shown #2= and counted 3.0 in the mean rank, not an arbitrary 2, 3, 4."""
+    tied = {("toy", "synth"): {"performer": (0.9, 0.9, 0.9), "full": (0.5, 0.6, 0.7), "linear": (0.5, 0.6, 0.7),
+                               "nystrom": (0.5, 0.6, 0.7)}}
+    _write(tmp_path, tied)
+    report.write_report(tmp_path / "variants")
+    md = (tmp_path / "variants" / "REPORT.md").read_text()
+    rows = {ln.split("|")[1].strip(): ln for ln in md[md.index("## Attention variants"):].splitlines()
+            if ln.startswith("| ")}
+    assert "(#1; transformer_performer)" in rows["performer"] and rows["performer"].endswith("| 1.0 (1) |")
+    for p in ("full", "linear", "nystrom"):
+        assert f"(#2=; transformer_{p})" in rows[p] and rows[p].endswith("| 3.0 (1) |")
 
 
 def test_section_table_ranks_and_correlation(tmp_path):
@@ -50,6 +69,9 @@ def test_section_table_ranks_and_correlation(tmp_path):
     assert "0.96 ± " in rows["performer"][toy] and "(#1; transformer_performer)" in rows["performer"][toy]
     assert "(#4; transformer_nystrom)" in rows["nystrom"][toy]
     assert "(#2; transformer_nystrom)" in rows["nystrom"][tagging]
+    # mean rank over both domains, rows sorted by it: performer 1, full (2+3)/2, nystrom (4+2)/2, linear 3.5
+    assert [r.strip() for r in rows["nystrom"][-1:]] == ["3.0 (2)"] and rows["full"][-1].strip() == "2.5 (2)"
+    assert list(rows)[:4] == ["performer", "full", "nystrom", "linear"]
     assert "· 50 s ·" in rows["linear"][toy] and "· 1.67 min ·" in rows["full"][toy]
     # toy ranks performer, full, linear, nystrom; tagging performer, nystrom, full, linear: d^2 = 6, rho = 1 - 36/60 = 0.4
     assert "| tagging / synth2 | toy / synth | 4 | +0.40 |" in section
