@@ -120,7 +120,11 @@ def run_point(
     """Run ``point`` (``target``, ``kwargs``, ``preload``) through :func:`measure.execute`, or
     skip it when an earlier (smaller) point of the same ``group`` ended in a status in
     ``skip_on``. ``failed`` maps group -> (status, where) of the first such failure and is
-    updated here (oom/timeout only). The record gets the 1-minute load average before the run."""
+    updated here (oom/timeout only). The record gets the 1-minute load average before the run.
+
+    ``point["memory_run"]`` (``{"kwargs": overrides, "env": variables, "note": text}``, isolated
+    runs only): peak memory comes from a second fresh worker with those kwargs and environment
+    (e.g. an allocator setting that would distort the times), the times from the first."""
     prior = failed.get(group) if skip_after_failure else None
     if prior is not None and prior[0] in tuple(skip_on):
         return {"status": "skipped", "skipped_because": prior[0],
@@ -128,6 +132,17 @@ def run_point(
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     rec = measure.execute(point["target"], point["kwargs"], isolate=isolate, timeout_s=timeout_s,
                           mem_cap_bytes=mem_cap_bytes, preload=point.get("preload", ()))
+    second = point.get("memory_run") if isolate else None
+    if second and rec["status"] == "ok":
+        mem = measure.execute(point["target"], {**point["kwargs"], **second.get("kwargs", {})}, isolate=True,
+                              timeout_s=timeout_s, mem_cap_bytes=mem_cap_bytes, preload=point.get("preload", ()),
+                              env=second.get("env"))
+        if mem["status"] != "ok":
+            mem["reason"] = f"memory worker: {mem.get('reason', mem['status'])}"
+            rec = {**rec, **{k: v for k, v in mem.items() if k in ("status", "reason", "stderr_tail", "traceback")}}
+        else:
+            rec["peak_mem_bytes"] = mem.get("peak_mem_bytes")
+            rec["mem_method"] = f"{mem.get('mem_method')}, {second.get('note', 'separate worker')}"
     rec["load_1m_before"] = load
     if rec["status"] in ("oom", "timeout"):
         failed.setdefault(group, (rec["status"], where))

@@ -268,15 +268,20 @@ def measure_step(
     min_repeats: int | None = None,
     target_s: float | None = None,
     memory: bool = True,
+    timing: bool = True,
 ) -> dict:
     """Time ``step`` (see :func:`time_callable`), then run it once more to record its peak
     memory growth. Timing runs with the allocator as users get it; the memory call runs
     after :func:`release_free_memory` (CPU), so freed buffers cached by malloc neither hide
     nor inflate the peak. Everything allocated before the call (inputs, parameters) is the
-    baseline, not part of the peak."""
+    baseline, not part of the peak. ``timing=False``: only the warm-up calls, then memory."""
     sync = device_sync(device)
-    res = time_callable(step, warmup=warmup, repeats=repeats, sync=sync, min_repeats=min_repeats, target_s=target_s)
-    res["time_ms"] = res["median_ms"]
+    res: dict = {}
+    if timing:
+        res = time_callable(step, warmup=warmup, repeats=repeats, sync=sync, min_repeats=min_repeats, target_s=target_s)
+        res["time_ms"] = res["median_ms"]
+    for _ in range(0 if timing else warmup):
+        step()
     if memory:
         pm = PeakMemory(device)
         pm.start()
@@ -480,10 +485,11 @@ def execute(
     timeout_s: float | None = None,
     mem_cap_bytes: int | None = None,
     preload: list[str] | tuple[str, ...] = (),
+    env: dict | None = None,
 ) -> dict:
-    """:func:`run_isolated` or :func:`run_inline` (no time or memory limit) by ``isolate``."""
+    """:func:`run_isolated` (``env`` on top of ours) or :func:`run_inline` (no limits, no env) by ``isolate``."""
     if isolate:
-        return run_isolated(target, kwargs, timeout_s=timeout_s, mem_cap_bytes=mem_cap_bytes, preload=preload)
+        return run_isolated(target, kwargs, timeout_s=timeout_s, mem_cap_bytes=mem_cap_bytes, preload=preload, env=env)
     return run_inline(target, kwargs)
 
 

@@ -4,6 +4,7 @@ points run in-process by their target ``tests.helpers.micro:point_toy``."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -76,6 +77,18 @@ def point_toy(*, size: int, fail: bool = False, oom: bool = False) -> dict:
     if fail:
         raise ValueError(f"toy point failed at size {size}")
     return {"time_ms": float(size), "peak_mem_bytes": 1024 * size}
+
+
+def point_phases(*, size: int, timing: bool = True, memory: bool = True, oom: bool = False) -> dict:
+    """A point measured in two workers: its time is its size (ms) when ``timing``; its peak is
+    ``$ATTNBENCH_TOY_PEAK`` (else ``1024 * size``) when ``memory``, so a test sees which
+    worker's environment the peak came from."""
+    if oom:
+        raise RuntimeError(OOM_MESSAGE)
+    res: dict = {"time_ms": float(size)} if timing else {}
+    if memory:
+        res.update(peak_mem_bytes=int(os.environ.get("ATTNBENCH_TOY_PEAK", 1024 * size)), mem_method="env")
+    return res
 
 
 def toy_checks(points: list[dict], limit: float) -> list[dict]:

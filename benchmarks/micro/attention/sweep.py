@@ -127,7 +127,8 @@ def run_sweep(cfg: dict, out_dir: str | Path, *, log: Callable[[str], None] = pr
         "measured": "forward + backward per call; time_ms = median over the timed repeats (after "
                     "warm-up); peak_mem_bytes = peak growth over the inputs during one more call "
                     "(gradients included; CUDA: max_memory_allocated; CPU: process RSS high-water "
-                    "mark after malloc_trim); static_bytes = prebuilt dense masks, not in the peak",
+                    "mark after malloc_trim; variant points on CPU: in a second worker, see "
+                    "variants.CPU_MEMORY_NOTE); static_bytes = prebuilt dense masks, not in the peak",
         "flops": "useful FLOPs 12*B*H*P*D (P attended pairs), fwd + bwd",
         **sw.limits(),
     }

@@ -30,6 +30,14 @@ __all__ = ["SECTION", "DEFAULT_PARAMS", "variant_patterns", "plan_variant_points
 KIND = "variant"
 BASELINE = "sdpa"  # raw F.scaled_dot_product_attention, full
 #: parameters a pattern needs at this benchmark's lengths (``window`` has no default)
+#: CPU peak memory is the resident-set high-water mark. glibc raises its mmap threshold after a
+#: large block is freed, so later large tensors may come from the heap and stay resident after
+#: they are freed: the peak then depends on what ran before (one doubling ratio in 12 read
+#: 2.45-2.70x per run, in a different place each run). In a second worker started with a fixed
+#: threshold every block of 128 KiB or more is its own mapping, returned on free, so the peak
+#: follows the live tensors. Not used for the times: fresh mappings slowed the patterns 1.3-3x.
+MMAP_THRESHOLD = 131072
+CPU_MEMORY_NOTE = f"separate worker, MALLOC_MMAP_THRESHOLD_={MMAP_THRESHOLD}"
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {"truncated": {"window": 128},
                                              "local_global": {"window": 128, "global_tokens": 16}}
 
@@ -41,6 +49,9 @@ SECTION = Section({
     "params": Field("any", {}, doc="{pattern: {param: value}} over DEFAULT_PARAMS (truncated/local_global window ...)"),
     "growth_limit": Field("float", 2.3, minimum=1.0,
                           doc="most peak-memory growth per doubling of L (L >= 2048) of a sub-quadratic variant"),
+    "cpu_memory_worker": Field("bool", True,
+                               doc="CPU, isolated points: peak memory from a second fresh worker run with "
+                                   f"MALLOC_MMAP_THRESHOLD_={MMAP_THRESHOLD} (see CPU_MEMORY_NOTE)"),
 }, doc="every registered sequence pattern vs full SDPA (off by default)")
 
 
@@ -76,13 +87,18 @@ def plan_variant_points(cfg: dict, device: str, common: dict) -> list[dict]:
         return []
     patterns = variant_patterns(sec, causal=seq["causal"], source=cfg.get("config_path", "config"))
     shape = {"batch": seq["batch"], "heads": seq["heads"], "head_dim": seq["head_dim"], "causal": seq["causal"]}
+    separate = device == "cpu" and sec["cpu_memory_worker"] and cfg.get("isolate", True)
+    memory_run = {"kwargs": {"timing": False, "memory": True}, "env": {"MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD)},
+                  "note": CPU_MEMORY_NOTE}
     points = []
     for L in sorted(set(sec["lengths"][device])):
         for name, params in [(BASELINE, {}), *patterns.items()]:
             points.append({
                 "kind": KIND, "method": f"variant_{name}", "pattern": name, "pattern_params": params, "L": L,
                 "target": "benchmarks.micro.attention:point_variant", "preload": ["torch", "attn_core"],
-                "kwargs": {"pattern": name, "params": params, "L": L, **shape, **common},
+                "kwargs": {"pattern": name, "params": params, "L": L, **shape, **common,
+                           **({"memory": False} if separate else {})},
+                **({"memory_run": memory_run} if separate else {}),
             })
     return points
 
@@ -90,10 +106,11 @@ def plan_variant_points(cfg: dict, device: str, common: dict) -> list[dict]:
 def point_variant(
     *, pattern: str, params: dict[str, Any], L: int, batch: int, heads: int, head_dim: int, causal: bool,
     dtype: str, device: str, seed: int, warmup: int, repeats: int, min_repeats: int, target_s: float | None,
-    threads: int | None = None,
+    threads: int | None = None, memory: bool = True, timing: bool = True,
 ) -> dict:
     """One point: forward + backward of ``pattern`` (its registered function and state) or raw
-    SDPA (``pattern="sdpa"``) on random ``(B, H, L, D)`` inputs."""
+    SDPA (``pattern="sdpa"``) on random ``(B, H, L, D)`` inputs; ``memory``/``timing``: which
+    of the two :func:`~benchmarks.run.measure.measure_step` does (one worker each on CPU)."""
     import torch
     import torch.nn.functional as F
 
@@ -126,7 +143,7 @@ def point_variant(
             t.grad = None
 
     res = measure.measure_step(step, device=device, warmup=warmup, repeats=repeats, min_repeats=min_repeats,
-                               target_s=target_s)
+                               target_s=target_s, memory=memory, timing=timing)
     res["static_bytes"] = 0
     res["input_bytes"] = 4 * q.numel() * q.element_size()
     res["params"] = sum(p.numel() for p in state.parameters()) if state is not None else 0

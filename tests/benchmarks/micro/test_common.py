@@ -162,3 +162,24 @@ def test_every_benchmark_exits_2_on_a_bad_config_key_and_writes_nothing(tmp_path
     err = capsys.readouterr().err
     assert f"unknown key '{key}'" in err and "lengths" in err and "Traceback" not in err
     assert not (tmp_path / f"bench_{name}.json").exists()
+
+
+def test_run_point_takes_memory_from_a_second_worker_with_its_own_environment():
+    """``memory_run``: the time from the first worker, the peak from a second one started with
+    its own environment (the CPU allocator setting of the variants sweep); a failure in the
+    second worker fails the point and says where."""
+    second = {"kwargs": {"timing": False, "memory": True}, "env": {"ATTNBENCH_TOY_PEAK": "777"},
+              "note": "second worker"}
+    p = {"target": "tests.helpers.micro:point_phases", "kwargs": {"size": 3, "memory": False}, "memory_run": second}
+    kw = dict(group="g", skip_on=("oom", "timeout"), skip_after_failure=True, timeout_s=120, mem_cap_bytes=None)
+    rec = run_point(p, where="size=3", failed={}, isolate=True, **kw)
+    assert rec["status"] == "ok" and rec["time_ms"] == 3.0, rec
+    assert rec["peak_mem_bytes"] == 777 and rec["mem_method"] == "env, second worker"
+    failed: dict = {}
+    oom_second = {**second, "kwargs": {"timing": False, "memory": True, "oom": True}}
+    bad = run_point(dict(p, memory_run=oom_second), where="size=3", failed=failed, isolate=True, **kw)
+    assert bad["status"] == "oom" and bad["reason"].startswith("memory worker: ") and "time_ms" in bad
+    assert failed == {"g": ("oom", "size=3")}
+    # in-process runs cannot set a worker's environment: one run, as before
+    inline = run_point(dict(p, kwargs={"size": 3}), where="size=3", failed={}, isolate=False, **kw)
+    assert inline["peak_mem_bytes"] == 3 * 1024 and inline["mem_method"] == "env"

@@ -36,6 +36,31 @@ def test_the_variants_config_plans_every_sequence_pattern_next_to_sdpa():
     assert params["linformer"] == {"k_proj": 128}
 
 
+def test_cpu_variant_points_take_memory_from_a_second_worker(tmp_path):
+    """CPU: times from a worker with the default allocator, the peak from a second one with a
+    fixed mmap threshold (bv.CPU_MEMORY_NOTE says why); CUDA, in-process runs, or the setting
+    off: one worker measures both."""
+    cfg = ba.load_config(VARIANTS_CONFIG)
+    cpu = ba.plan_points(cfg, "cpu", "float32")
+    assert all(p["kwargs"]["memory"] is False for p in cpu)
+    assert all(p["memory_run"]["kwargs"] == {"timing": False, "memory": True} for p in cpu)
+    assert cpu[0]["memory_run"]["env"] == {"MALLOC_MMAP_THRESHOLD_": str(bv.MMAP_THRESHOLD)}
+    for plan in (ba.plan_points(cfg, "cuda", "float32"),
+                 ba.plan_points(ba.load_config(VARIANTS_CONFIG, overrides=["isolate=false"]), "cpu", "float32"),
+                 ba.plan_points(ba.load_config(VARIANTS_CONFIG, overrides=["variants.cpu_memory_worker=false"]),
+                                "cpu", "float32")):
+        assert plan and not any("memory_run" in p or "memory" in p["kwargs"] for p in plan)
+
+
+def test_a_variant_point_measures_time_or_memory_alone():
+    kw = dict(pattern="linear", params={}, L=64, batch=1, heads=2, head_dim=8, causal=False, dtype="float32",
+              device="cpu", seed=0, warmup=1, repeats=2, min_repeats=1, target_s=None)
+    timed = bv.point_variant(**kw, memory=False)
+    assert timed["time_ms"] > 0 and "peak_mem_bytes" not in timed
+    mem = bv.point_variant(**kw, timing=False)
+    assert "time_ms" not in mem and mem["peak_mem_bytes"] >= 0 and mem["mem_method"].startswith("rss_hwm")
+
+
 def test_causal_sweeps_keep_causal_patterns_only(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({"sequence": {"causal": True}, "variants": {"enabled": True}}))

@@ -84,6 +84,12 @@ def test_measure_step_counts_calls_and_reports_memory():
     assert len(calls) == 2 + 3 + 1  # warm-up, timed, one more for memory
     assert res["repeats"] == 3 and res["time_ms"] == res["median_ms"]
     assert res["peak_mem_bytes"] >= 0 and "mem_method" in res
+    calls.clear()
+    res = measure.measure_step(lambda: calls.append(1), device="cpu", warmup=2, repeats=3, timing=False)
+    assert len(calls) == 2 + 1 and "time_ms" not in res and res["peak_mem_bytes"] >= 0  # memory-only worker
+    calls.clear()
+    res = measure.measure_step(lambda: calls.append(1), device="cpu", warmup=2, repeats=3, memory=False)
+    assert len(calls) == 2 + 3 and "peak_mem_bytes" not in res and res["time_ms"] >= 0  # timing-only worker
 
 
 def test_is_oom_error():
