@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import torch
 from torch import Tensor, nn
 
 from attn_core import _validate as V
@@ -20,11 +21,15 @@ from attn_core.patterns import (
     PATTERNS, Pattern, check_pattern, get_pattern, list_patterns, make_pattern_state, resolve_params,
 )
 
-__all__ = ["MultiHeadAttention", "PATTERNS", "INCREMENTAL_PATTERNS"]
+__all__ = ["MultiHeadAttention", "PATTERNS", "incremental_patterns"]
 
-#: Patterns :meth:`MultiHeadAttention.project_kv` / :meth:`~MultiHeadAttention.step` (the key/value
-#: cache of incremental decoding) support: full attention over the cached keys or their last window.
-INCREMENTAL_PATTERNS = ("full", "truncated")
+
+def incremental_patterns() -> tuple[str, ...]:
+    """The registered patterns :meth:`MultiHeadAttention.project_kv` / :meth:`~MultiHeadAttention.step`
+    (the key/value cache of incremental decoding) support: those registered ``incremental``
+    (full attention over the cached keys, ``truncated`` over their last window, ``linear``
+    and ``performer`` over all of them, a plug-in's that says so)."""
+    return tuple(name for name in PATTERNS if get_pattern(name).incremental)
 
 
 class MultiHeadAttention(nn.Module):
@@ -130,26 +135,28 @@ class MultiHeadAttention(nn.Module):
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Heads ``q (B, H, Lq, Dh)``, ``k``/``v (B, H, Lk, Dh)`` -> ``out_proj`` of the merged
         attention output ``(B, Lq, E)`` [, weights ``(B, H, Lq, Lk)``]: the one sequence path
-        shared by :meth:`forward` and :meth:`step`. ``cached``: :meth:`step`'s non-causal full
-        attention over the keys it was given; otherwise the pattern's function."""
+        shared by :meth:`forward` and :meth:`step`. ``cached``: :meth:`step`'s one query over the
+        keys it was given, non-causally (full attention over them for ``full``, ``truncated`` and
+        patterns with a mask rule, whose keys :meth:`step` has selected; otherwise the pattern's
+        function)."""
         p = self.dropout if self.training else 0.0
-        if cached:
+        if cached and (self.pattern in ("full", "truncated") or self._spec.allows is not None):
             res = attention(q, k, v, causal=False, window=None, key_padding_mask=key_padding_mask,
                             dropout_p=p, need_weights=need_weights)
         else:
             if need_weights and not self._spec.weights:
                 V.fail("need_weights", True, f"pattern={self.pattern!r} never forms its attention weights")
             extra = {"need_weights": True} if need_weights else {}
-            res = self._spec.fn(q, k, v, causal=self.causal, key_padding_mask=key_padding_mask, dropout_p=p,
-                                state=self.pattern_state, **self.pattern_params, **extra)
+            res = self._spec.fn(q, k, v, causal=self.causal and not cached, key_padding_mask=key_padding_mask,
+                                dropout_p=p, state=self.pattern_state, **self.pattern_params, **extra)
         out, weights = res if need_weights else (res, None)
         out = self.out_proj(out.transpose(1, 2).flatten(-2))  # (B, Lq, E)
         return (out, weights) if need_weights else out  # type: ignore[return-value]
 
     def _check_incremental(self) -> None:
-        if self.pattern not in INCREMENTAL_PATTERNS:
+        if not self._spec.incremental:
             V.fail("pattern", self.pattern, "project_kv/step (the key/value cache) support only "
-                   + " and ".join(map(repr, INCREMENTAL_PATTERNS)))
+                   + ", ".join(map(repr, incremental_patterns())))
 
     def project_kv(self, key: Tensor, value: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """``key (B, Lk, Ek)``, ``value (B, Lk, Ev)`` (default ``key``) -> projected heads
@@ -177,24 +184,32 @@ class MultiHeadAttention(nn.Module):
         ``(B, 1, E)`` [, weights ``(B, H, 1, Lk')``].
 
         * ``causal=True`` (self-attention with a cache): the query is the *last* of the ``Lk``
-          positions, so it sees every cached key (``"full"``) or the last ``window + 1``
-          (``"truncated"``). Passing ``causal=True`` to :func:`attention` would be wrong here:
-          its causal mask is top-left aligned (query 0 would see key 0 only).
-        * ``causal=False``, ``"full"`` (cross-attention): the keys are a fixed memory; the query
-          sees all real ones. A non-causal truncated pattern has no "last position", so it raises.
+          positions, so it sees every cached key (``"full"``; ``"linear"``, ``"performer"``:
+          their function, non-causal, over every cached key), the last ``window + 1``
+          (``"truncated"``) or those the pattern's mask rule allows (``"local_global"``). Passing ``causal=True`` to the function would be wrong here: its
+          causal mask is top-left aligned (query 0 would see key 0 only).
+        * ``causal=False`` (cross-attention): the keys are a fixed memory; the query sees all
+          real ones. A non-causal truncated pattern has no "last position", so it raises.
 
         The result equals row ``Lk - 1`` of :meth:`forward` on the whole sequence.
         """
         self._check_incremental()
-        if not self.causal and self.window is not None:
-            V.fail("window", self.window, "step() needs causal=True for pattern='truncated' (the query is the last key)")
+        positional = self.pattern == "truncated" or self._spec.allows is not None
+        if not self.causal and positional:
+            V.fail("pattern", self.pattern,
+                   "step() needs causal=True for a positional pattern (the query is the last key)")
         self._check_inputs(False, query=query)
         if query.shape[1] != 1:
             raise ValueError(f"query has shape {tuple(query.shape)}: step() takes one position, (B, 1, E)")
-        if self.causal and self.window is not None:  # the band of the last position
+        if self.causal and self.pattern == "truncated":  # the band of the last position
             k, v = k[:, :, -(self.window + 1):], v[:, :, -(self.window + 1):]
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask[:, -(self.window + 1):]
+        elif self.causal and self._spec.allows is not None:  # the pattern's own rule, on the last row
+            last = k.shape[2] - 1
+            rule = self._spec.allows(torch.tensor(last, device=k.device), torch.arange(last + 1, device=k.device),
+                                     causal=True, **self.pattern_params)  # (Lk,)
+            key_padding_mask = rule.expand(k.shape[0], -1) if key_padding_mask is None else key_padding_mask & rule
         q = self._heads(self.q_proj, query)  # (B, H, 1, Dh)
         return self._attend(q, k, v, key_padding_mask=key_padding_mask, need_weights=need_weights, cached=True)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from torch import nn
+from torch import Tensor, nn
 
 from attn_core import _validate as V
 
@@ -60,7 +60,15 @@ class Pattern:
     sized by the longest sequence (``max_len=``). ``params``: its own keyword parameters with
     their defaults. ``weights``: ``fn`` accepts ``need_weights=`` and can return the dense
     probabilities. ``dropout``: ``fn`` applies ``dropout_p`` (otherwise it has no probabilities
-    to drop and ignores it). ``check(params)`` validates the parameters' values."""
+    to drop and ignores it). ``check(params)`` validates the parameters' values.
+    ``incremental``: a decoder may keep a key/value cache: the causal output of the last of
+    ``t + 1`` positions is ``fn`` called non-causally with that one query over keys ``0..t``
+    (its output depends on the query and the keys it sees, not on the query's index: true of
+    ``full`` and of kernel patterns like ``linear``; ``truncated`` needs its band and says so
+    too: :meth:`attn_core.MultiHeadAttention.step` slices it). ``allows(i, j, *, causal,
+    **params)``: the mask rule of a softmax pattern restricted to some keys, a predicate of query
+    and key positions (:mod:`attn_core.masks`); an ``incremental`` one with a rule decodes by
+    full attention over the cached keys the rule allows the last position."""
 
     name: str
     fn: Callable[..., Any]
@@ -76,6 +84,8 @@ class Pattern:
     weights: bool = False
     dropout: bool = True
     check: Callable[[dict[str, Any]], None] | None = None
+    incremental: bool = False
+    allows: Callable[..., Tensor] | None = None
 
     def supports(self, *, causal: bool = False, cross: bool = False, padding: bool = False) -> bool:
         """Whether this pattern can do everything asked for."""
@@ -100,6 +110,8 @@ def register_pattern(
     weights: bool = False,
     dropout: bool = True,
     check: Callable[[dict[str, Any]], None] | None = None,
+    incremental: bool = False,
+    allows: Callable[..., Tensor] | None = None,
     override: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering ``fn`` as pattern ``name`` (see :class:`Pattern` for the fields).
@@ -114,7 +126,8 @@ def register_pattern(
         raise ValueError(f"pattern {name!r} is already registered: pass override=True to replace it")
     if not isinstance(complexity, str) or not complexity:
         V.fail("complexity", complexity, 'expected the cost in the length as a string ("L^2", "L*w", ...)')
-    flags = {"causal": causal, "padding": padding, "cross": cross, "needs_max_len": needs_max_len}
+    flags = {"causal": causal, "padding": padding, "cross": cross, "needs_max_len": needs_max_len,
+             "incremental": incremental}
     for flag, val in flags.items():
         if not isinstance(val, bool):
             V.fail(flag, val, "expected a bool")
@@ -126,7 +139,7 @@ def register_pattern(
             name=name, fn=fn, causal=causal, padding=padding, cross=cross, complexity=complexity,
             needs_max_len=needs_max_len, params=MappingProxyType(dict(params or {})),
             description=description, make_state=make_state, kind=kind, weights=weights,
-            dropout=dropout, check=check,
+            dropout=dropout, check=check, incremental=incremental, allows=allows,
         )
         return fn
 

@@ -17,7 +17,7 @@ __all__ = ["full_attention", "truncated_attention"]
 
 
 @register_pattern(
-    "full", causal=True, padding=True, cross=True, complexity="L^2", weights=True,
+    "full", causal=True, padding=True, cross=True, complexity="L^2", weights=True, incremental=True,
     description="every query sees every (real, earlier if causal) key: softmax(q k^T / sqrt(d)) v",
 )
 def full_attention(
@@ -37,7 +37,7 @@ def _check_truncated(params: dict[str, Any]) -> None:
 
 @register_pattern(
     "truncated", causal=True, padding=True, cross=True, complexity="L*w", params={"window": None},
-    weights=True, check=_check_truncated,
+    weights=True, check=_check_truncated, incremental=True,
     description="local window: query i sees keys j with |i - j| <= window (blocked kernel / FlexAttention)",
 )
 def truncated_attention(

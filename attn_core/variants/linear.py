@@ -88,7 +88,7 @@ def _causal_feature_attention(phi_q: Tensor, phi_k: Tensor, v: Tensor, chunk: in
 
 
 @register_pattern(
-    "linear", causal=True, padding=True, cross=True, complexity="L", dropout=False,
+    "linear", causal=True, padding=True, cross=True, complexity="L", dropout=False, incremental=True,
     description="Katharopoulos linear attention, phi(x) = elu(x) + 1; causal by prefix sums; O(L D^2)",
 )
 def linear_attention(

@@ -36,9 +36,13 @@ def _check(params: dict[str, Any]) -> None:
         V.fail("global_tokens", g, "expected an int >= 0 (the first positions that are global)")
 
 
+def _allows(i: Tensor, j: Tensor, *, causal: bool, window: int, global_tokens: int = 1) -> Tensor:
+    return local_global_allows(i, j, window, global_tokens, causal)
+
+
 @register_pattern(
     "local_global", causal=True, padding=True, cross=True, complexity="L*(w+g)", weights=True,
-    params={"window": None, "global_tokens": 1}, check=_check,
+    params={"window": None, "global_tokens": 1}, check=_check, incremental=True, allows=_allows,
     description="sliding window of `window` plus the first `global_tokens` positions attending to and "
     "attended by all (Longformer/BigBird); exact softmax; O(L (w + g))",
 )

@@ -88,7 +88,7 @@ def _check(params: dict[str, Any]) -> None:
 
 
 @register_pattern(
-    "performer", causal=True, padding=True, cross=True, complexity="L*m", dropout=False,
+    "performer", causal=True, padding=True, cross=True, complexity="L*m", dropout=False, incremental=True,
     params={"features": 128, "redraw": False}, make_state=_make_state, check=_check,
     description="FAVOR+: softmax estimated by `features` positive orthogonal random features; "
     "causal by prefix sums; O(L m D)",

@@ -42,7 +42,6 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 import attn_core
 from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, register_variants
 from tasks.common.registry import register_model, register_preset
-from attn_core.multihead import INCREMENTAL_PATTERNS
 from tasks.translation.search import State
 
 __all__ = ["TransformerSeq2Seq", "RNNSeq2Seq", "ConvS2S", "RNN_ATTENTIONS", "NEEDS", "transformer", "rnn_bahdanau",
@@ -70,8 +69,8 @@ class TransformerSeq2Seq(nn.Module):
     keys/values to the cache in the state, instead of re-running every layer on the whole prefix.
     ``kv_cache=False`` recomputes the decoder on the whole prefix at every step: the reference
     the cached path is tested against. Set it before ``encode`` (the two states differ). A
-    pattern the cache does not support (:data:`attn_core.multihead.INCREMENTAL_PATTERNS`: full,
-    truncated) always decodes that way.
+    pattern the cache does not support (one not registered ``incremental``, see
+    :func:`attn_core.multihead.incremental_patterns`: e.g. ``local_global``) always decodes that way.
 
     ``pattern``/``pattern_params``: the self-attention pattern of encoder and decoder, one that
     supports causal attention and key padding (:data:`NEEDS`); ``max_positions`` also sizes
@@ -102,7 +101,7 @@ class TransformerSeq2Seq(nn.Module):
         params = model_pattern(pattern, pattern_params, **NEEDS)
         self.pattern = pattern
         self.d_model, self.pad_id = d_model, pad_id
-        self.kv_cache = bool(kv_cache) and pattern in INCREMENTAL_PATTERNS
+        self.kv_cache = bool(kv_cache) and attn_core.get_pattern(pattern).incremental
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         nn.init.normal_(self.embed.weight, std=d_model**-0.5)
         with torch.no_grad():

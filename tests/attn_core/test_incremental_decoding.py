@@ -1,7 +1,8 @@
 """Key/value-cached incremental decoding (``TransformerDecoder.init_cache`` / ``step``,
 ``MultiHeadAttention.project_kv`` / ``step``): decoding position by position must give the
-teacher-forced causal decoder's outputs at every position, for pre-LN and post-LN, full and
-truncated self-attention (windows narrower than the sequence included), with memory padding;
+teacher-forced causal decoder's outputs at every position, for pre-LN and post-LN, full,
+truncated (windows narrower than the sequence included), linear, performer and local_global
+self-attention (every pattern registered ``incremental``), with memory padding;
 the cache must grow one position a step and follow a reordering of the batch."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attn_core.multihead import MultiHeadAttention
+from attn_core.multihead import MultiHeadAttention, incremental_patterns
 from attn_core.transformer import TransformerDecoder, TransformerDecoderLayer
 from tests.helpers.attention import DEC_B as B, DEC_E as E, DEC_FF as FF, DEC_H as H, DEC_LAYERS as LAYERS
 from tests.helpers.attention import DEC_T as T
@@ -18,7 +19,9 @@ from tests.helpers.attention import randomise as _randomise  # random weights, L
 
 
 
-CASES = [("full", None), ("truncated", 0), ("truncated", 2), ("truncated", 5), ("truncated", T + 3)]
+CASES = [("full", None), ("truncated", 0), ("truncated", 2), ("truncated", 5), ("truncated", T + 3),
+         ("linear", None), ("performer", None),  # the kernel patterns: their function over every cached key
+         ("local_global", 0), ("local_global", 2)]  # its mask rule on the last row (1 global token)
 
 
 @pytest.mark.parametrize("dtype, atol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
@@ -105,17 +108,27 @@ def test_reordered_cache_equals_decoding_the_reordered_batch(pattern, window):
     torch.testing.assert_close(continued, fresh, atol=1e-12, rtol=0)
 
 
-def test_multihead_step_is_the_last_row_of_forward():
+def test_every_incremental_pattern_is_tested_here():
+    assert set(incremental_patterns()) == {p for p, _ in CASES}  # a new one must join CASES
+
+
+def test_a_pattern_without_a_cache_says_which_have_one():
+    mha = MultiHeadAttention(E, H, pattern="nystrom", pattern_params={"landmarks": 2})
+    with pytest.raises(ValueError, match="support only 'full', 'truncated', 'linear', 'local_global', 'performer'"):
+        mha.project_kv(torch.randn(1, 3, E))
+
+
+@pytest.mark.parametrize("pattern, window", [("full", None), ("truncated", 1), ("linear", None), ("performer", None),
+                                             ("local_global", 1)])
+def test_multihead_step_is_the_last_row_of_forward(pattern, window):
     g = torch.Generator().manual_seed(3)
-    for window in (None, 1):
-        mha = MultiHeadAttention(E, H, pattern="full" if window is None else "truncated", window=window,
-                                 causal=True).double()
-        _randomise(mha, 4)
-        x = torch.randn(2, 6, E, generator=g, dtype=torch.float64)
-        kpm = torch.tensor([[True] * 6, [False, True, True, True, True, True]])
-        k, v = mha.project_kv(x)
-        out = mha.step(x[:, -1:], k, v, key_padding_mask=kpm)
-        torch.testing.assert_close(out, mha(x, key_padding_mask=kpm)[:, -1:], atol=1e-12, rtol=0)
+    mha = MultiHeadAttention(E, H, pattern=pattern, window=window, causal=True).double()
+    _randomise(mha, 4)
+    x = torch.randn(2, 6, E, generator=g, dtype=torch.float64)
+    kpm = torch.tensor([[True] * 6, [False, True, True, True, True, True]])
+    k, v = mha.project_kv(x)
+    out = mha.step(x[:, -1:], k, v, key_padding_mask=kpm)
+    torch.testing.assert_close(out, mha(x, key_padding_mask=kpm)[:, -1:], atol=1e-12, rtol=0)
 
 
 def test_step_errors_are_explicit():

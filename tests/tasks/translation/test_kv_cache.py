@@ -15,10 +15,12 @@ from tasks.translation.search import beam_search, greedy_search, reorder_state
 VOCAB = 20
 
 
-def _model(norm_first: bool, dtype: torch.dtype, seed: int = 0) -> TransformerSeq2Seq:
+def _model(norm_first: bool, dtype: torch.dtype, seed: int = 0, pattern: str = "full",
+           pattern_params: dict | None = None) -> TransformerSeq2Seq:
     torch.manual_seed(seed)
     net = TransformerSeq2Seq(VOCAB, d_model=16, num_heads=2, enc_layers=1, dec_layers=2, dim_feedforward=32,
-                             norm_first=norm_first, max_positions=64, pad_id=PAD)
+                             norm_first=norm_first, max_positions=64, pad_id=PAD, pattern=pattern,
+                             pattern_params=pattern_params)
     with torch.no_grad():  # random LayerNorms and biases too, so no part of the layer is trivial
         for name, p in net.named_parameters():
             if "norm" in name or "bias" in name:
@@ -90,6 +92,24 @@ def test_greedy_and_beam_equal_the_recompute_path(norm_first, dtype):
         assert tok_c.shape[1] > 3  # hypotheses of several tokens, so the cache is exercised
         assert torch.equal(tok_c, tok_r), (search.__name__, kw)
         torch.testing.assert_close(score_c, score_r, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("pattern, params", [("linear", None), ("performer", None),
+                                             ("local_global", {"window": 2, "global_tokens": 1})])
+def test_efficient_patterns_decode_from_the_cache_too(pattern, params):
+    """linear and performer attention are their function over every cached key, local_global
+    full attention over the cached keys its rule allows (all registered ``incremental``): cached
+    step logits equal teacher forcing, and greedy and beam search give the recompute path's
+    tokens, so decoding costs one position a step for them too."""
+    net = _model(True, torch.float64, pattern=pattern, pattern_params=params)
+    assert net.kv_cache
+    state0, state = _decode_steps_against_forward(net)
+    assert "memory" not in state0 and state["kv.1.self_k"].shape[2] == STEPS
+    for search, kw in ((greedy_search, {}), (beam_search, {"beam": 3})):
+        tok_c, score_c = _search(net, True, search, **kw)
+        tok_r, score_r = _search(net, False, search, **kw)
+        assert tok_c.shape[1] > 3 and torch.equal(tok_c, tok_r), (search.__name__, kw)
+        torch.testing.assert_close(score_c, score_r, atol=1e-8, rtol=0)
 
 
 def test_a_prefix_that_does_not_match_the_cache_is_an_error():
