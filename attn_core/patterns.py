@@ -131,6 +131,8 @@ def register_pattern(
     for flag, val in flags.items():
         if not isinstance(val, bool):
             V.fail(flag, val, "expected a bool")
+    if allows is not None and not callable(allows):
+        V.fail("allows", allows, "expected None or the mask rule allows(i, j, *, causal, **params) -> bool tensor")
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(fn):

@@ -127,6 +127,10 @@ def test_reregistering_needs_override(restore_registry):
     assert get_pattern("full").fn is mine
     with pytest.raises(ValueError, match="identifier"):
         register_pattern("not a name", causal=False, padding=False, cross=False, complexity="L")
+    with pytest.raises(ValueError, match=r"incremental='yes' is invalid: expected a bool"):
+        register_pattern("mine", causal=True, padding=True, cross=True, complexity="L", incremental="yes")
+    with pytest.raises(ValueError, match=r"allows=3 is invalid: expected None or the mask rule"):
+        register_pattern("mine", causal=True, padding=True, cross=True, complexity="L", allows=3)
 
 
 # --------------------------------------------------------------------------- parameters
