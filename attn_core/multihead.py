@@ -186,10 +186,12 @@ class MultiHeadAttention(nn.Module):
         * ``causal=True`` (self-attention with a cache): the query is the *last* of the ``Lk``
           positions, so it sees every cached key (``"full"``; ``"linear"``, ``"performer"``:
           their function, non-causal, over every cached key), the last ``window + 1``
-          (``"truncated"``) or those the pattern's mask rule allows (``"local_global"``). Passing ``causal=True`` to the function would be wrong here: its
-          causal mask is top-left aligned (query 0 would see key 0 only).
+          (``"truncated"``) or those the pattern's mask rule allows (``"local_global"``).
+          Passing ``causal=True`` to the function would be wrong here: its causal mask is
+          top-left aligned (query 0 would see key 0 only).
         * ``causal=False`` (cross-attention): the keys are a fixed memory; the query sees all
-          real ones. A non-causal truncated pattern has no "last position", so it raises.
+          real ones. A non-causal positional pattern (truncated, local_global) has no "last
+          position", so it raises.
 
         The result equals row ``Lk - 1`` of :meth:`forward` on the whole sequence.
         """

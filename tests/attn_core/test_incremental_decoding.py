@@ -151,3 +151,12 @@ def test_step_errors_are_explicit():
         MultiHeadAttention(E, H, pattern="graph").project_kv(torch.randn(1, 3, E))
     # Dropout 0 in training mode is allowed: the step is then deterministic.
     TransformerDecoder(E, H, 1, dim_feedforward=FF, dropout=0.0).step(torch.randn(1, 1, E), cache)
+
+
+def test_a_non_causal_positional_pattern_cannot_step():
+    """local_global's rule needs the query's position: without causal=True the query is not the
+    last key, so step() refuses, naming the pattern (as truncated does)."""
+    mha = MultiHeadAttention(E, H, pattern="local_global", window=1)
+    k, v = mha.project_kv(torch.randn(1, 4, E))
+    with pytest.raises(ValueError, match=r"pattern='local_global' is invalid: step\(\) needs causal=True"):
+        mha.step(torch.randn(1, 1, E), k, v)
