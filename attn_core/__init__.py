@@ -18,6 +18,7 @@ from attn_core.graph import add_self_loops, additive_score, dot_score, graph_att
 from attn_core.patterns import (
     PATTERNS,
     Pattern,
+    Recurrence,
     check_pattern,
     get_pattern,
     list_patterns,

@@ -5,7 +5,10 @@ the others. A pattern's per-layer state (Linformer's projections, Performer's fe
 once here and owned as the submodule ``pattern_state``.
 
 For incremental decoding, :meth:`MultiHeadAttention.project_kv` projects keys/values once and
-:meth:`MultiHeadAttention.step` attends one new query position over them (a key/value cache)."""
+:meth:`MultiHeadAttention.step` attends one new query position over them (a key/value cache).
+:meth:`~MultiHeadAttention.init_decoding` / :meth:`~MultiHeadAttention.decode` hold causal
+self-attention's cache for a decoder: those keys/values, or the fixed-size state of a pattern
+registered with a :class:`~attn_core.Recurrence` (``linear``, ``performer``)."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from attn_core.patterns import (
     PATTERNS, Pattern, check_pattern, get_pattern, list_patterns, make_pattern_state, resolve_params,
 )
 
-__all__ = ["MultiHeadAttention", "PATTERNS", "incremental_patterns"]
+__all__ = ["MultiHeadAttention", "PATTERNS", "incremental_patterns", "decoding_patterns"]
 
 
 def incremental_patterns() -> tuple[str, ...]:
@@ -30,6 +33,13 @@ def incremental_patterns() -> tuple[str, ...]:
     (full attention over the cached keys, ``truncated`` over their last window, ``linear``
     and ``performer`` over all of them, a plug-in's that says so)."""
     return tuple(name for name in PATTERNS if get_pattern(name).incremental)
+
+
+def decoding_patterns() -> tuple[str, ...]:
+    """The registered patterns a causal decoder can run one position at a time
+    (:meth:`MultiHeadAttention.init_decoding` / :meth:`~MultiHeadAttention.decode`): the
+    ``incremental`` ones (a key/value cache) and those with a ``recurrence`` (a fixed-size state)."""
+    return tuple(name for name in PATTERNS if get_pattern(name).incremental or get_pattern(name).recurrence)
 
 
 class MultiHeadAttention(nn.Module):
@@ -200,9 +210,7 @@ class MultiHeadAttention(nn.Module):
         if not self.causal and positional:
             V.fail("pattern", self.pattern,
                    "step() needs causal=True for a positional pattern (the query is the last key)")
-        self._check_inputs(False, query=query)
-        if query.shape[1] != 1:
-            raise ValueError(f"query has shape {tuple(query.shape)}: step() takes one position, (B, 1, E)")
+        self._check_one_position(query)
         if self.causal and self.pattern == "truncated":  # the band of the last position
             k, v = k[:, :, -(self.window + 1):], v[:, :, -(self.window + 1):]
             if key_padding_mask is not None:
@@ -214,6 +222,56 @@ class MultiHeadAttention(nn.Module):
             key_padding_mask = rule.expand(k.shape[0], -1) if key_padding_mask is None else key_padding_mask & rule
         q = self._heads(self.q_proj, query)  # (B, H, 1, Dh)
         return self._attend(q, k, v, key_padding_mask=key_padding_mask, need_weights=need_weights, cached=True)
+
+    def _check_one_position(self, query: Tensor) -> None:
+        self._check_inputs(False, query=query)
+        if query.shape[1] != 1:
+            raise ValueError(f"query has shape {tuple(query.shape)}: step() takes one position, (B, 1, E)")
+
+    def _check_decoding(self) -> None:
+        if self.pattern not in decoding_patterns():
+            V.fail("pattern", self.pattern, "decoding one position at a time supports only "
+                   + ", ".join(map(repr, decoding_patterns())))
+        if not self.causal:
+            V.fail("causal", False, "init_decoding/decode are causal self-attention's (causal=True)")
+
+    def init_decoding(self, batch: int, *, device: torch.device | None = None,
+                      dtype: torch.dtype | None = None) -> dict[str, Tensor]:
+        """The cache of causal self-attention before the first decoded position, batch-first:
+        the pattern's :class:`~attn_core.Recurrence` state and ``"n" (B,)``, the positions so
+        far (fixed size whatever the length), or else empty keys/values ``"k"``/``"v" (B, H, 0, Dh)``."""
+        self._check_decoding()
+        device = self.q_proj.weight.device if device is None else device
+        dtype = self.q_proj.weight.dtype if dtype is None else dtype
+        rec = self._spec.recurrence
+        if rec is not None:
+            carry = rec.init(batch, self.num_heads, self.head_dim, device=device, dtype=dtype,
+                             state=self.pattern_state, **self.pattern_params)
+            return {**carry, "n": torch.zeros(batch, dtype=torch.long, device=device)}
+        empty = torch.zeros(batch, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
+        return {"k": empty, "v": empty}
+
+    @staticmethod
+    def decoded_length(cache: Mapping[str, Tensor]) -> int:
+        """How many positions an :meth:`init_decoding` / :meth:`decode` cache holds."""
+        return cache["k"].shape[2] if "k" in cache else int(cache["n"][0])
+
+    def decode(self, query: Tensor, cache: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """Causal self-attention of one new position ``query (B, 1, E)`` after the positions in
+        ``cache`` -> ``(out (B, 1, E), the cache with it)``; ``out`` equals the last row of
+        :meth:`forward` on every position so far. A recurrent pattern updates its state
+        (O(1) a step); the others append the new keys/values and :meth:`step` over them."""
+        self._check_decoding()
+        rec = self._spec.recurrence
+        if rec is None:
+            k, v = self.project_kv(query)  # (B, H, 1, Dh)
+            k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
+            return self.step(query, k, v), {"k": k, "v": v}  # type: ignore[return-value]
+        self._check_one_position(query)
+        q, k, v = (self._heads(proj, query) for proj in (self.q_proj, self.k_proj, self.v_proj))  # (B, H, 1, Dh)
+        carry = {name: t for name, t in cache.items() if name != "n"}
+        out, carry = rec.step(q, k, v, carry, state=self.pattern_state, **self.pattern_params)  # (B, H, 1, Dh)
+        return self.out_proj(out.transpose(1, 2).flatten(-2)), {**carry, "n": cache["n"] + 1}
 
     def forward(
         self,

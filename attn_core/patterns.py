@@ -36,6 +36,7 @@ from attn_core import _validate as V
 
 __all__ = [
     "Pattern",
+    "Recurrence",
     "PatternNames",
     "PATTERNS",
     "register_pattern",
@@ -48,6 +49,22 @@ __all__ = [
 ]
 
 KINDS = ("sequence", "graph")
+
+
+@dataclass(frozen=True)
+class Recurrence:
+    """How a causal pattern decodes from a fixed-size state instead of a growing key/value
+    cache (linear attention as an RNN, Katharopoulos et al. 2020): O(1) time and memory per
+    decoded position instead of O(t).
+
+    ``init(batch, num_heads, head_dim, *, device, dtype, state, **params) -> carry``: the state
+    before the first position, a dict of batch-first tensors (a search reorders it with
+    ``index_select``). ``step(q, k, v, carry, *, state, **params) -> (out, carry)``: one new
+    position, ``q``/``k (B, H, 1, D)``, ``v (B, H, 1, Dv)`` -> ``out (B, H, 1, Dv)``, equal to
+    the last row of the pattern's causal function over every position so far."""
+
+    init: Callable[..., dict[str, Tensor]]
+    step: Callable[..., tuple[Tensor, dict[str, Tensor]]]
 
 
 @dataclass(frozen=True)
@@ -68,7 +85,8 @@ class Pattern:
     too: :meth:`attn_core.MultiHeadAttention.step` slices it). ``allows(i, j, *, causal,
     **params)``: the mask rule of a softmax pattern restricted to some keys, a predicate of query
     and key positions (:mod:`attn_core.masks`); an ``incremental`` one with a rule decodes by
-    full attention over the cached keys the rule allows the last position."""
+    full attention over the cached keys the rule allows the last position. ``recurrence``: a
+    causal decoder keeps this fixed-size state (:class:`Recurrence`) instead of keys/values."""
 
     name: str
     fn: Callable[..., Any]
@@ -86,6 +104,7 @@ class Pattern:
     check: Callable[[dict[str, Any]], None] | None = None
     incremental: bool = False
     allows: Callable[..., Tensor] | None = None
+    recurrence: Recurrence | None = None
 
     def supports(self, *, causal: bool = False, cross: bool = False, padding: bool = False) -> bool:
         """Whether this pattern can do everything asked for."""
@@ -112,6 +131,7 @@ def register_pattern(
     check: Callable[[dict[str, Any]], None] | None = None,
     incremental: bool = False,
     allows: Callable[..., Tensor] | None = None,
+    recurrence: Recurrence | None = None,
     override: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering ``fn`` as pattern ``name`` (see :class:`Pattern` for the fields).
@@ -133,6 +153,8 @@ def register_pattern(
             V.fail(flag, val, "expected a bool")
     if allows is not None and not callable(allows):
         V.fail("allows", allows, "expected None or the mask rule allows(i, j, *, causal, **params) -> bool tensor")
+    if recurrence is not None and not (isinstance(recurrence, Recurrence) and causal):
+        V.fail("recurrence", recurrence, "expected None or an attn_core.Recurrence(init, step) of a causal pattern")
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(fn):
@@ -142,6 +164,7 @@ def register_pattern(
             needs_max_len=needs_max_len, params=MappingProxyType(dict(params or {})),
             description=description, make_state=make_state, kind=kind, weights=weights,
             dropout=dropout, check=check, incremental=incremental, allows=allows,
+            recurrence=recurrence,
         )
         return fn
 

@@ -12,10 +12,11 @@ token (the opposite of torch's ``src_key_padding_mask``).
 
 Incremental decoding: :meth:`TransformerDecoder.init_cache` projects the memory into each layer's
 cross-attention keys/values once, and :meth:`TransformerDecoder.step` decodes one new position
-against a key/value cache: each new token runs the layers on one position (its attention reads
-the ``t`` cached keys) instead of recomputing the whole prefix, so projections and feed-forward
-cost ``O(T)`` per sentence rather than ``O(T^2)``. The cache is a flat ``dict[str, Tensor]`` of
-batch-first tensors, so a search can reorder hypotheses with one ``index_select`` per entry.
+against the cache: each new token runs the layers on one position (its self-attention reads the
+``t`` cached keys, or a recurrent pattern's fixed-size state) instead of recomputing the whole
+prefix, so projections and feed-forward cost ``O(T)`` per sentence rather than ``O(T^2)``. The
+cache is a flat ``dict[str, Tensor]`` of batch-first tensors, so a search can reorder
+hypotheses with one ``index_select`` per entry.
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ __all__ = [
     "KVCache",
 ]
 
-#: Key/value cache of :meth:`TransformerDecoder.step`: ``"kv.{layer}.self_k"`` / ``"self_v"``
-#: ``(B, H, t, Dh)`` (the ``t`` positions decoded so far) and ``"kv.{layer}.cross_k"`` /
-#: ``"cross_v"`` ``(B, H, Ls, Dh)`` (the projected memory), all batch-first.
+#: Cache of :meth:`TransformerDecoder.step`: ``"kv.{layer}.self_{name}"``, the entries of the
+#: layer's :meth:`MultiHeadAttention.init_decoding` cache (``self_k`` / ``self_v`` ``(B, H, t, Dh)``,
+#: the ``t`` positions decoded so far, or a recurrent pattern's state), and
+#: ``"kv.{layer}.cross_k"`` / ``"cross_v"`` ``(B, H, Ls, Dh)`` (the projected memory), batch-first.
 KVCache = dict[str, Tensor]
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"gelu": F.gelu, "relu": F.relu}
@@ -277,16 +279,17 @@ class TransformerDecoderLayer(_ResidualLayer):
     def step(
         self,
         x: Tensor,
-        self_kv: tuple[Tensor, Tensor],
+        self_cache: dict[str, Tensor],
         cross_kv: tuple[Tensor, Tensor],
         *,
         memory_key_padding_mask: Tensor | None = None,
-    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         """Decode one new position: ``x (B, 1, E)`` is the input at position ``t``;
-        ``self_kv`` the self-attention keys/values of positions ``0..t-1`` ``(B, H, t, Dh)``
-        (``t = 0``: empty); ``cross_kv`` from :meth:`project_memory`. Returns ``(out (B, 1, E),
-        self_kv extended to t + 1)``. ``out`` equals row ``t`` of :meth:`forward` on the whole
-        prefix (causal self-attention: later positions never change earlier ones).
+        ``self_cache`` the self-attention cache of positions ``0..t-1``
+        (:meth:`MultiHeadAttention.init_decoding` for ``t = 0``); ``cross_kv`` from
+        :meth:`project_memory`. Returns ``(out (B, 1, E), self_cache extended to t + 1)``.
+        ``out`` equals row ``t`` of :meth:`forward` on the whole prefix (causal self-attention:
+        later positions never change earlier ones).
 
         Inference only: raises in training mode with dropout > 0 (the cached path is not the
         training path), and for ``causal=False`` (then every position would see future ones).
@@ -298,18 +301,18 @@ class TransformerDecoderLayer(_ResidualLayer):
                 "TransformerDecoderLayer.step is for inference: call .eval() (or build with dropout=0 "
                 "and attn_dropout=0) before incremental decoding"
             )
-        new_kv: list[Tensor] = []
+        new_cache: dict[str, Tensor] = {}
 
-        def sa(h: Tensor) -> Tensor:  # h (B, 1, E): append this position, then attend
-            k, v = self.self_attn.project_kv(h)  # (B, H, 1, Dh)
-            new_kv.extend((torch.cat([self_kv[0], k], 2), torch.cat([self_kv[1], v], 2)))
-            return self.dropout1(self.self_attn.step(h, *new_kv))
+        def sa(h: Tensor) -> Tensor:  # h (B, 1, E): this position after the cached ones
+            out, new = self.self_attn.decode(h, self_cache)
+            new_cache.update(new)
+            return self.dropout1(out)
 
         def ca(h: Tensor) -> Tensor:  # attend over the projected memory
             return self.dropout2(self.multihead_attn.step(h, *cross_kv, key_padding_mask=memory_key_padding_mask))
 
         out = self._residual_blocks(x, sa, ca)  # (B, 1, E)
-        return out, (new_kv[0], new_kv[1])
+        return out, new_cache
 
 
 class _Stack(nn.Module):
@@ -457,20 +460,18 @@ class TransformerDecoder(_Stack):
 
     def init_cache(self, memory: Tensor) -> KVCache:
         """``memory (B, Ls, Em)`` -> the :data:`KVCache` before the first step: every layer's
-        cross-attention keys/values projected once, and empty ``(B, H, 0, Dh)`` self-attention
-        keys/values."""
+        cross-attention keys/values projected once, and its self-attention's empty cache."""
         cache: KVCache = {}
         for i, layer in enumerate(self.layers):
-            sk, sv, ck, cv = _cache_keys(i)
-            cache[ck], cache[cv] = layer.project_memory(memory)
-            attn = layer.self_attn
-            cache[sk] = cache[sv] = memory.new_zeros(memory.shape[0], attn.num_heads, 0, attn.head_dim)
+            empty = layer.self_attn.init_decoding(memory.shape[0], device=memory.device, dtype=memory.dtype)
+            cache.update({f"kv.{i}.self_{name}": t for name, t in empty.items()})
+            cache[f"kv.{i}.cross_k"], cache[f"kv.{i}.cross_v"] = layer.project_memory(memory)
         return cache
 
     @staticmethod
     def cache_length(cache: KVCache) -> int:
         """How many positions ``cache`` holds (the position of the next :meth:`step`)."""
-        return cache[_cache_keys(0)[0]].shape[2]
+        return MultiHeadAttention.decoded_length(_self_cache(cache, 0))
 
     def step(
         self, x: Tensor, cache: KVCache, *, memory_key_padding_mask: Tensor | None = None
@@ -483,13 +484,13 @@ class TransformerDecoder(_Stack):
         :meth:`TransformerDecoderLayer.step`)."""
         new = dict(cache)
         for i, layer in enumerate(self.layers):
-            sk, sv, ck, cv = _cache_keys(i)
-            x, (new[sk], new[sv]) = layer.step(
-                x, (cache[sk], cache[sv]), (cache[ck], cache[cv]), memory_key_padding_mask=memory_key_padding_mask
-            )
+            x, own = layer.step(x, _self_cache(cache, i), (cache[f"kv.{i}.cross_k"], cache[f"kv.{i}.cross_v"]),
+                                memory_key_padding_mask=memory_key_padding_mask)
+            new.update({f"kv.{i}.self_{name}": t for name, t in own.items()})
         return self._final(x), new
 
 
-def _cache_keys(layer: int) -> tuple[str, str, str, str]:
-    """The :data:`KVCache` entries of one layer: self K, self V, cross K, cross V."""
-    return tuple(f"kv.{layer}.{name}" for name in ("self_k", "self_v", "cross_k", "cross_v"))  # type: ignore[return-value]
+def _self_cache(cache: KVCache, layer: int) -> dict[str, Tensor]:
+    """Layer ``layer``'s self-attention entries of ``cache``, under their own names."""
+    prefix = f"kv.{layer}.self_"
+    return {key[len(prefix):]: t for key, t in cache.items() if key.startswith(prefix)}

@@ -17,9 +17,9 @@ from torch import Tensor
 
 from attn_core import _validate as V
 from attn_core.functional import _check_inputs
-from attn_core.patterns import register_pattern
+from attn_core.patterns import Recurrence, register_pattern
 
-__all__ = ["linear_attention", "feature_attention", "elu_feature_map"]
+__all__ = ["linear_attention", "feature_attention", "feature_step", "elu_feature_map"]
 
 #: Positions per chunk in the causal kernel: O(L * chunk) for the in-chunk part, O(L / chunk * F * Dv)
 #: for the running sums (instead of O(L * F * Dv) for a plain cumsum).
@@ -57,6 +57,24 @@ def _normalise(num: Tensor, den: Tensor) -> Tensor:
     return num / torch.where(den > 0, den, torch.ones_like(den)).unsqueeze(-1)
 
 
+def feature_step(phi_q: Tensor, phi_k: Tensor, v: Tensor, carry: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+    """One causal position of :func:`feature_attention` from the running sums of the positions
+    before it: ``carry = {"kv": sum phi(k) v^T (B, H, F, Dv), "z": sum phi(k) (B, H, F)}``;
+    ``phi_q``/``phi_k (B, H, 1, F)``, ``v (B, H, 1, Dv)`` -> ``(out (B, H, 1, Dv), carry with this
+    position added)``."""
+    kv = carry["kv"] + phi_k.transpose(-2, -1) @ v  # (B, H, F, Dv)
+    z = carry["z"] + phi_k[:, :, 0]  # (B, H, F)
+    num = phi_q @ kv  # (B, H, 1, Dv)
+    den = (phi_q @ z.unsqueeze(-1)).squeeze(-1)  # (B, H, 1)
+    return _normalise(num, den), {**carry, "kv": kv, "z": z}
+
+
+def feature_carry(batch: int, heads: int, features: int, dv: int, *, device, dtype) -> dict[str, Tensor]:
+    """The empty running sums of :func:`feature_step` (no position yet)."""
+    return {"kv": torch.zeros(batch, heads, features, dv, device=device, dtype=dtype),
+            "z": torch.zeros(batch, heads, features, device=device, dtype=dtype)}
+
+
 def _causal_feature_attention(phi_q: Tensor, phi_k: Tensor, v: Tensor, chunk: int) -> Tensor:
     """Causal :func:`feature_attention` in chunks of ``C`` positions: within a chunk the masked
     ``C x C`` products, across chunks the running sums of ``phi(k) v^T`` and ``phi(k)`` of every
@@ -87,8 +105,18 @@ def _causal_feature_attention(phi_q: Tensor, phi_k: Tensor, v: Tensor, chunk: in
     return out[:, :, :lq]
 
 
+def _linear_init(batch: int, heads: int, head_dim: int, *, device, dtype, state: None = None) -> dict[str, Tensor]:
+    return feature_carry(batch, heads, head_dim, head_dim, device=device, dtype=dtype)
+
+
+def _linear_step(q: Tensor, k: Tensor, v: Tensor, carry: dict[str, Tensor], *, state: None = None
+                 ) -> tuple[Tensor, dict[str, Tensor]]:
+    return feature_step(elu_feature_map(q), elu_feature_map(k), v, carry)
+
+
 @register_pattern(
     "linear", causal=True, padding=True, cross=True, complexity="L", dropout=False, incremental=True,
+    recurrence=Recurrence(_linear_init, _linear_step),
     description="Katharopoulos linear attention, phi(x) = elu(x) + 1; causal by prefix sums; O(L D^2)",
 )
 def linear_attention(

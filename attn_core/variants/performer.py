@@ -12,6 +12,11 @@ Numerical stability as in the paper's code: each query's features are divided by
 ``exp(max_f(W q))`` (a per-row constant: it cancels between numerator and denominator) and
 every key's by ``exp(max over real keys and features of W k)`` (one constant per head: it
 cancels too, for every causal prefix as well), so the estimator is unchanged.
+
+Decoding keeps the running sums of :func:`attn_core.variants.linear.feature_step` with the key
+stabiliser as a running maximum: when a new key raises it, the sums are rescaled by
+``exp(old - new)`` (as online softmax does), so each step costs O(m D) and equals the
+causal function's last row.
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ from torch import Tensor, nn
 
 from attn_core import _validate as V
 from attn_core.functional import _check_inputs
-from attn_core.patterns import register_pattern
-from attn_core.variants.linear import feature_attention
+from attn_core.patterns import Recurrence, register_pattern
+from attn_core.variants.linear import feature_attention, feature_carry, feature_step
 
 __all__ = ["performer_attention", "PerformerFeatures", "orthogonal_gaussian", "favor_features"]
 
@@ -62,20 +67,25 @@ class PerformerFeatures(nn.Module):
         return f"features={self.features}, redraw={self.redraw_in_training}"
 
 
-def favor_features(x: Tensor, projection: Tensor, *, is_query: bool, real: Tensor | None = None) -> Tensor:
+def favor_features(x: Tensor, projection: Tensor, *, is_query: bool, real: Tensor | None = None,
+                   running: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Positive random features ``exp(W x - |x|^2 / 2 - c) / sqrt(m)`` of ``x (B, H, L, D)`` (already
-    scaled) -> ``(B, H, L, m)``. The stabiliser ``c`` is the row max of ``W x`` for queries and,
-    for keys, the max over the real keys ``real (B, L)`` and all features: constants that cancel
-    in the attention ratio (detached: their exact gradient is zero)."""
+    scaled) -> ``(features (B, H, L, m), c)``. The stabiliser ``c`` is the row max of ``W x`` for
+    queries and, for keys, the max over the real keys ``real (B, L)``, all features and the
+    earlier keys' maximum ``running (B, H, 1, 1)`` (decoding): constants that cancel in the
+    attention ratio (detached: their exact gradient is zero)."""
     wx = torch.matmul(x, projection.to(x.dtype).T)  # (B, H, L, m)
     if is_query:
         stab = wx.amax(-1, keepdim=True)  # (B, H, L, 1)
     else:
         masked = wx if real is None else wx.masked_fill(~real[:, None, :, None], float("-inf"))
         stab = masked.amax((-2, -1), keepdim=True)  # (B, H, 1, 1)
+        if running is not None:
+            stab = torch.maximum(stab, running)
         stab = torch.where(torch.isfinite(stab), stab, torch.zeros_like(stab))  # no real key at all
     sq = x.pow(2).sum(-1, keepdim=True) / 2  # (B, H, L, 1)
-    return torch.exp(wx - sq - stab.detach()) / math.sqrt(projection.shape[0])
+    stab = stab.detach()
+    return torch.exp(wx - sq - stab) / math.sqrt(projection.shape[0]), stab
 
 
 def _make_state(num_heads: int, head_dim: int, *, max_len: int | None, features: int, redraw: bool) -> nn.Module:
@@ -87,9 +97,29 @@ def _check(params: dict[str, Any]) -> None:
         V.fail("features", params["features"], "expected an int >= 1 (random features per head)")
 
 
+def _performer_init(batch: int, heads: int, head_dim: int, *, device, dtype, state: PerformerFeatures,
+                    features: int = 128, redraw: bool = False) -> dict[str, Tensor]:
+    """Empty sums and no key seen yet: the running key stabiliser starts at -inf."""
+    stab = torch.full((batch, heads, 1, 1), float("-inf"), device=device, dtype=dtype)
+    return {**feature_carry(batch, heads, features, head_dim, device=device, dtype=dtype), "stab": stab}
+
+
+def _performer_step(q: Tensor, k: Tensor, v: Tensor, carry: dict[str, Tensor], *, state: PerformerFeatures,
+                    features: int = 128, redraw: bool = False) -> tuple[Tensor, dict[str, Tensor]]:
+    """One decoded position: the new key's features under the running stabiliser, the earlier
+    sums rescaled to it (``exp(old - new) <= 1``; 0 before the first key)."""
+    root = q.shape[-1] ** -0.25  # the default scale, as performer_attention's
+    phi_q, _ = favor_features(q * root, state.projection, is_query=True)  # (B, H, 1, m)
+    phi_k, stab = favor_features(k * root, state.projection, is_query=False, running=carry["stab"])  # (B, H, 1, m)
+    rescale = torch.exp(carry["stab"] - stab)  # (B, H, 1, 1)
+    carry = {"kv": carry["kv"] * rescale, "z": carry["z"] * rescale[..., 0], "stab": stab}
+    return feature_step(phi_q, phi_k, v, carry)
+
+
 @register_pattern(
     "performer", causal=True, padding=True, cross=True, complexity="L*m", dropout=False, incremental=True,
     params={"features": 128, "redraw": False}, make_state=_make_state, check=_check,
+    recurrence=Recurrence(_performer_init, _performer_step),
     description="FAVOR+: softmax estimated by `features` positive orthogonal random features; "
     "causal by prefix sums; O(L m D)",
 )
@@ -111,6 +141,7 @@ def performer_attention(
     if redraw and state.training:
         state.redraw()
     root = (q.shape[-1] ** -0.5 if scale is None else scale) ** 0.5  # exp(q.k * scale) = exp(q'.k')
-    phi_q = favor_features(q * root, state.projection, is_query=True)  # (B, H, Lq, m)
-    phi_k = favor_features(k * root, state.projection, is_query=False, real=key_padding_mask)  # (B, H, Lk, m)
+    phi_q, _ = favor_features(q * root, state.projection, is_query=True)  # (B, H, Lq, m)
+    phi_k, _ = favor_features(k * root, state.projection, is_query=False, real=key_padding_mask)  # (B, H, Lk, m)
     return feature_attention(phi_q, phi_k, v, causal=causal, key_padding_mask=key_padding_mask)
+

@@ -325,12 +325,14 @@ def print_tasks() -> None:
 
 
 def print_patterns() -> None:
-    """The registered attention patterns: what each supports, its cost, parameters and origin."""
+    """The registered attention patterns: what each supports (decoding from a key/value
+    ``cache`` or a ``recurrent`` state too), its cost, parameters and origin."""
     import attn_core
     from benchmarks.config.plugins import origin
 
     print("attention patterns (model_params: {MODEL: {pattern: NAME, pattern_params: {...}}}):")
     for name in attn_core.list_patterns(kind=None):
         p = attn_core.get_pattern(name)
-        can = ",".join(w for w, on in (("causal", p.causal), ("padding", p.padding), ("cross", p.cross)) if on) or "-"
-        print(f"  {name:<14} {p.kind:<8} {can:<20} {p.complexity:<8} params {dict(p.params)}  [{origin(p.fn)}]")
+        can = ",".join(w for w, on in (("causal", p.causal), ("padding", p.padding), ("cross", p.cross),
+                                       ("cache", p.incremental), ("recurrent", p.recurrence is not None)) if on)
+        print(f"  {name:<14} {p.kind:<8} {can or '-':<36} {p.complexity:<8} params {dict(p.params)}  [{origin(p.fn)}]")

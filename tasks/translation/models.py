@@ -66,11 +66,11 @@ class TransformerSeq2Seq(nn.Module):
     With ``kv_cache=True`` (default), ``encode`` projects the encoder output into every decoder
     layer's cross-attention keys/values once and ``decode_step`` runs the decoder on the newest
     token only (:meth:`attn_core.TransformerDecoder.step`), appending its self-attention
-    keys/values to the cache in the state, instead of re-running every layer on the whole prefix.
+    keys/values (or updating a recurrent pattern's state) in the state's cache, instead of re-running every layer on the whole prefix.
     ``kv_cache=False`` recomputes the decoder on the whole prefix at every step: the reference
     the cached path is tested against. Set it before ``encode`` (the two states differ). A
-    pattern the cache does not support (one not registered ``incremental``, see
-    :func:`attn_core.multihead.incremental_patterns`: e.g. ``local_global``) always decodes that way.
+    pattern the cache does not support (see :func:`attn_core.multihead.decoding_patterns`: e.g.
+    ``nystrom``) always decodes that way.
 
     ``pattern``/``pattern_params``: the self-attention pattern of encoder and decoder, one that
     supports causal attention and key padding (:data:`NEEDS`); ``max_positions`` also sizes
@@ -101,7 +101,7 @@ class TransformerSeq2Seq(nn.Module):
         params = model_pattern(pattern, pattern_params, **NEEDS)
         self.pattern = pattern
         self.d_model, self.pad_id = d_model, pad_id
-        self.kv_cache = bool(kv_cache) and attn_core.get_pattern(pattern).incremental
+        self.kv_cache = bool(kv_cache) and pattern in attn_core.multihead.decoding_patterns()
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         nn.init.normal_(self.embed.weight, std=d_model**-0.5)
         with torch.no_grad():

@@ -1,16 +1,20 @@
-"""Key/value-cached incremental decoding (``TransformerDecoder.init_cache`` / ``step``,
-``MultiHeadAttention.project_kv`` / ``step``): decoding position by position must give the
-teacher-forced causal decoder's outputs at every position, for pre-LN and post-LN, full,
-truncated (windows narrower than the sequence included), linear, performer and local_global
-self-attention (every pattern registered ``incremental``), with memory padding;
-the cache must grow one position a step and follow a reordering of the batch."""
+"""Incremental decoding (``TransformerDecoder.init_cache`` / ``step``, ``MultiHeadAttention.
+project_kv`` / ``step`` and ``init_decoding`` / ``decode``): decoding position by position must
+give the teacher-forced causal decoder's outputs at every position, for pre-LN and post-LN, full,
+truncated (windows narrower than the sequence included), local_global (key/value caches),
+linear and performer (recurrent fixed-size states), with memory padding; a key/value cache
+must grow one position a step, a recurrent state keep its size, and both follow a reordering
+of the batch."""
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
 
-from attn_core.multihead import MultiHeadAttention, incremental_patterns
+from attn_core.multihead import MultiHeadAttention, decoding_patterns, incremental_patterns
+from attn_core.patterns import get_pattern, register_pattern, unregister_pattern
 from attn_core.transformer import TransformerDecoder, TransformerDecoderLayer
 from tests.helpers.attention import DEC_B as B, DEC_E as E, DEC_FF as FF, DEC_H as H, DEC_LAYERS as LAYERS
 from tests.helpers.attention import DEC_T as T
@@ -20,7 +24,7 @@ from tests.helpers.attention import randomise as _randomise  # random weights, L
 
 
 CASES = [("full", None), ("truncated", 0), ("truncated", 2), ("truncated", 5), ("truncated", T + 3),
-         ("linear", None), ("performer", None),  # the kernel patterns: their function over every cached key
+         ("linear", None), ("performer", None),  # the kernel patterns: a recurrent state (running sums)
          ("local_global", 0), ("local_global", 2)]  # its mask rule on the last row (1 global token)
 
 
@@ -88,7 +92,7 @@ def test_extra_state_entries_pass_through():
     assert new["mask"] is mask and set(new) == set(state)
 
 
-@pytest.mark.parametrize("pattern, window", [("full", None), ("truncated", 2)])
+@pytest.mark.parametrize("pattern, window", [("full", None), ("truncated", 2), ("linear", None), ("performer", None)])
 def test_reordered_cache_equals_decoding_the_reordered_batch(pattern, window):
     """Beam search reorders the cache with ``index_select`` along dim 0 mid-decoding: continuing
     from the reordered cache must equal decoding the reordered batch from scratch."""
@@ -108,8 +112,78 @@ def test_reordered_cache_equals_decoding_the_reordered_batch(pattern, window):
     torch.testing.assert_close(continued, fresh, atol=1e-12, rtol=0)
 
 
-def test_every_incremental_pattern_is_tested_here():
-    assert set(incremental_patterns()) == {p for p, _ in CASES}  # a new one must join CASES
+def test_every_decoding_pattern_is_tested_here():
+    assert set(decoding_patterns()) == {p for p, _ in CASES}  # a new one must join CASES
+    assert set(incremental_patterns()) <= set(decoding_patterns())
+
+
+@pytest.mark.parametrize("pattern, entries", [("linear", {"kv": (B, H, E // H, E // H), "z": (B, H, E // H)}),
+                                              ("performer", {"kv": (B, H, 128, E // H), "z": (B, H, 128),
+                                                             "stab": (B, H, 1, 1)})])
+def test_a_recurrent_state_keeps_its_size(pattern, entries):
+    """linear and performer decode from running sums: no keys are kept, the state has the same
+    size after 1 and after T positions, and its count says how many were decoded."""
+    dec = _decoder(torch.float64, True, pattern, None)
+    x, memory, mask = _inputs(torch.float64)
+    with torch.no_grad():
+        _, one = _step_all(dec, x[:, :1], memory, mask)
+        _, cache = _step_all(dec, x, memory, mask)
+    own = {k.removeprefix("kv.1.self_"): tuple(v.shape) for k, v in cache.items() if k.startswith("kv.1.self_")}
+    assert own == {**entries, "n": (B,)}
+    assert all(one[k].shape == cache[k].shape for k in cache)
+    assert dec.cache_length(cache) == T and cache["kv.0.self_n"].tolist() == [T] * B
+
+
+def test_performer_state_is_rescaled_when_the_stabiliser_rises():
+    """Keys that grow position by position raise the running maximum of their feature logits at
+    most steps, so the earlier sums are rescaled each time: the float32 decoded rows still equal
+    the causal function's, in float32 and in float64. (Much larger keys underflow every feature
+    of FAVOR+ in float32, decoded or not: its ``-|k|^2 / 2`` term.)"""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(E, H, pattern="performer", causal=True).eval()
+    x = torch.randn(2, T, E) * torch.linspace(1.0, 4.0, T)[None, :, None]  # (2, T, E): ever larger keys
+    with torch.no_grad():
+        full, full64 = mha(x), copy.deepcopy(mha).double()(x.double())  # (2, T, E)
+        cache, rows, stabs = mha.init_decoding(2), [], []
+        for t in range(T):
+            out, cache = mha.decode(x[:, t : t + 1], cache)
+            rows.append(out)
+            stabs.append(cache["stab"])
+    assert (torch.stack(stabs).diff(dim=0) > 0).float().mean() > 0.4  # the maximum rose at many steps
+    torch.testing.assert_close(torch.cat(rows, 1), full, atol=1e-5, rtol=0)
+    torch.testing.assert_close(torch.cat(rows, 1), full64.float(), atol=1e-5, rtol=0)
+
+
+def test_a_plugin_pattern_with_only_a_recurrence_decodes(restore_registry):
+    """A pattern registered with a Recurrence but no key/value cache (incremental=False) is a
+    decoding pattern: the decoder keeps its state and equals teacher forcing."""
+    linear = get_pattern("linear")
+    register_pattern("rnn_like", causal=True, padding=True, cross=True, complexity="L", dropout=False,
+                     recurrence=linear.recurrence)(linear.fn)
+    assert "rnn_like" in decoding_patterns() and "rnn_like" not in incremental_patterns()
+    dec = _decoder(torch.float64, True, "rnn_like", None)
+    x, memory, mask = _inputs(torch.float64)
+    with torch.no_grad():
+        inc, cache = _step_all(dec, x, memory, mask)
+        full = dec(x, memory, memory_key_padding_mask=mask)
+    torch.testing.assert_close(inc, full, atol=1e-12, rtol=0)
+    assert "kv.0.self_k" not in cache
+    with pytest.raises(ValueError, match="project_kv/step"):  # no key/value cache to step over
+        dec.layers[0].self_attn.project_kv(x)
+    unregister_pattern("rnn_like")
+
+
+def test_decoding_errors_name_the_valid_patterns(restore_registry):
+    full = get_pattern("full")  # causal, but registered with neither a cache nor a recurrence
+    register_pattern("no_cache", causal=True, padding=True, cross=True, complexity="L^2")(full.fn)
+    with pytest.raises(ValueError, match=r"pattern='no_cache' is invalid: decoding one position at a time supports "
+                                         r"only 'full', 'truncated', 'linear', 'local_global', 'performer'"):
+        MultiHeadAttention(E, H, pattern="no_cache", causal=True).init_decoding(1)
+    with pytest.raises(ValueError, match=r"causal=False is invalid: init_decoding/decode are causal"):
+        MultiHeadAttention(E, H, pattern="linear").init_decoding(1)
+    mha = MultiHeadAttention(E, H, pattern="linear", causal=True)
+    with pytest.raises(ValueError, match="one position"):
+        mha.decode(torch.randn(1, 2, E), mha.init_decoding(1))
 
 
 def test_a_pattern_without_a_cache_says_which_have_one():

@@ -28,7 +28,6 @@ from attn_core import (
     register_pattern,
     unregister_pattern,
 )
-from attn_core import patterns as registry
 from attn_core.transformer import DECODER_PATTERNS
 
 DT = torch.float64
@@ -42,15 +41,6 @@ VARIANT_KW = {
     "nystrom": {"pattern_params": {"landmarks": 4}},
     "local_global": {"window": 1, "pattern_params": {"global_tokens": 2}},
 }
-
-
-@pytest.fixture
-def restore_registry():
-    """Whatever a test registers or removes is undone afterwards."""
-    saved = dict(registry._REGISTRY)
-    yield
-    registry._REGISTRY.clear()
-    registry._REGISTRY.update(saved)
 
 
 def _x(b=2, length=10, seed=0):
@@ -131,6 +121,11 @@ def test_reregistering_needs_override(restore_registry):
         register_pattern("mine", causal=True, padding=True, cross=True, complexity="L", incremental="yes")
     with pytest.raises(ValueError, match=r"allows=3 is invalid: expected None or the mask rule"):
         register_pattern("mine", causal=True, padding=True, cross=True, complexity="L", allows=3)
+    with pytest.raises(ValueError, match=r"recurrence=\(1, 2\) is invalid: expected None or an attn_core.Recurrence"):
+        register_pattern("mine", causal=True, padding=True, cross=True, complexity="L", recurrence=(1, 2))
+    rec = get_pattern("linear").recurrence
+    with pytest.raises(ValueError, match=r"Recurrence\(init, step\) of a causal pattern"):  # decoding is causal
+        register_pattern("mine", causal=False, padding=True, cross=True, complexity="L", recurrence=rec)
 
 
 # --------------------------------------------------------------------------- parameters

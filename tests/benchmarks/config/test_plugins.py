@@ -109,5 +109,9 @@ def test_list_shows_patterns_and_origins(capsys):
     assert "attention patterns" in out and "plug-ins" in out
     line = next(ln for ln in out.splitlines() if ln.strip().startswith("nystrom "))
     assert "padding" in line and "causal" not in line and "[built-in]" in line
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("performer "))
+    assert "causal,padding,cross,cache,recurrent " in line  # decodes from a cache or a state
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("local_global "))
+    assert "cache " in line and "recurrent" not in line
     assert "model   transformer" in out and "[built-in]" in next(
         ln for ln in out.splitlines() if "model   transformer " in ln)

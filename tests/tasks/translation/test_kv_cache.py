@@ -97,14 +97,15 @@ def test_greedy_and_beam_equal_the_recompute_path(norm_first, dtype):
 @pytest.mark.parametrize("pattern, params", [("linear", None), ("performer", None),
                                              ("local_global", {"window": 2, "global_tokens": 1})])
 def test_efficient_patterns_decode_from_the_cache_too(pattern, params):
-    """linear and performer attention are their function over every cached key, local_global
-    full attention over the cached keys its rule allows (all registered ``incremental``): cached
-    step logits equal teacher forcing, and greedy and beam search give the recompute path's
-    tokens, so decoding costs one position a step for them too."""
+    """linear and performer decode from a recurrent state (running sums: no keys kept),
+    local_global by full attention over the cached keys its rule allows: cached step logits
+    equal teacher forcing, and greedy and beam search give the recompute path's tokens, so
+    decoding costs one position a step for them too."""
     net = _model(True, torch.float64, pattern=pattern, pattern_params=params)
     assert net.kv_cache
     state0, state = _decode_steps_against_forward(net)
-    assert "memory" not in state0 and state["kv.1.self_k"].shape[2] == STEPS
+    assert "memory" not in state0 and net.decoder.cache_length(state) == STEPS
+    assert ("kv.1.self_k" in state) == (pattern == "local_global")  # a key/value cache or a state
     for search, kw in ((greedy_search, {}), (beam_search, {"beam": 3})):
         tok_c, score_c = _search(net, True, search, **kw)
         tok_r, score_r = _search(net, False, search, **kw)
