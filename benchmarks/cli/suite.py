@@ -85,7 +85,8 @@ def add_run(sub: argparse._SubParsersAction) -> None:
                         "attnbench eval (as --set keep_checkpoints=true; not part of the cell ids)")
     p.add_argument("--no-report", action="store_true", help="do not write the report at the end")
     p.add_argument("--tasks", metavar="T1,T2", help="run only the cells of these tasks: a slice of a long suite; "
-                   "the cell ids are those of the whole suite, so a later run of it into the same --out skips them "
+                   "the cell ids are those of the whole suite, so a later run of it into the same --out skips them, "
+                   "and the folder's manifest lists the whole suite, so the report counts the cells still to run "
                    "(the suite's micro_benchmarks still run)")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, run nothing")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
@@ -105,7 +106,7 @@ def add_run(sub: argparse._SubParsersAction) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     """Exit codes: 0 every cell of this invocation ok, 1 some failed (0 with
     ``--allow-failures``), 2 a usage or config error (nothing ran)."""
-    from benchmarks.run.runner import DEFAULT_CACHE, RunOptions, run_micro_benchmarks, run_suite
+    from benchmarks.run.runner import DEFAULT_CACHE, RunOptions, run_cells, run_micro_benchmarks, run_suite
     from benchmarks.config.suite import expand, load_suite_with_notices
 
     path = _resolve_config(args.config)
@@ -127,8 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CliError(str(err)) from None
     for line in notices:
         print(f"note: {line}")
-    if args.tasks is not None:
-        cfg = _only_tasks(cfg, args.tasks)
+    only_tasks = _only_tasks(cfg, args.tasks) if args.tasks is not None else None
     if args.print_config:
         import yaml
 
@@ -136,25 +136,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     out = _out_dir(args.out, cfg["suite"])
     data_dir = _data_dir(args.data_dir)  # checked before --dry-run: it refuses what run would
-    if args.dry_run:
-        from benchmarks.cli.cells import check_launcher_args
-
-        cells = expand(cfg)
-        check_launcher_args(args, cells)
-        print(f"{path}: valid; {len(cells)} cells -> {out}")
-        for c in cells:
-            print(f"  {c.cell_id}  {c.label}  ({c.family})")
-        return 0
     opts = RunOptions(
         out=out,
         data_dir=data_dir,
         cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE,
         force=args.force,
         retry_failed=args.retry_failed,
+        only_tasks=only_tasks,
     )
+    cells = run_cells(expand(cfg), opts)
+    if args.dry_run:
+        from benchmarks.cli.cells import check_launcher_args
+
+        check_launcher_args(args, cells)
+        print(f"{path}: valid; {len(cells)} cells -> {out}")
+        for c in cells:
+            print(f"  {c.cell_id}  {c.label}  ({c.family})")
+        return 0
     from benchmarks.cli.cells import make_launcher
 
-    launcher = make_launcher(args, opts, expand(cfg))
+    launcher = make_launcher(args, opts, cells)
     summary = run_suite(cfg, opts, source=str(path), launcher=launcher)
     if not getattr(launcher, "wait", True):  # --no-wait: submitted, nothing finished here yet
         print(f"submitted; follow with: attnbench status {out}  (then attnbench report {out})")
@@ -178,9 +179,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _only_tasks(cfg: dict, tasks: str) -> dict:
-    """``cfg`` with only the cell entries of ``tasks`` (comma-separated); a task the suite does not
-    have is a one-line usage error listing those it has."""
+def _only_tasks(cfg: dict, tasks: str) -> tuple[str, ...]:
+    """The task names of ``--tasks`` (comma-separated); a task the suite does not have is a
+    one-line usage error listing those it has."""
     wanted = [t.strip() for t in tasks.split(",") if t.strip()]
     present = list(dict.fromkeys(entry["task"] for entry in cfg["cells"]))
     unknown = [t for t in wanted if t not in present]
@@ -190,7 +191,7 @@ def _only_tasks(cfg: dict, tasks: str) -> dict:
     if unknown:
         raise CliError(f"--tasks {tasks!r}: {', '.join(unknown)} not in suite {cfg['suite']!r}; "
                        f"its tasks: {', '.join(present)}")
-    return {**cfg, "cells": [entry for entry in cfg["cells"] if entry["task"] in wanted]}
+    return tuple(wanted)
 
 
 # ----------------------------------------------------------------------------- report

@@ -125,13 +125,26 @@ def load_manifests(results_dir: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 # ----------------------------------------------------------------------------- environment
-def _git(*args: str) -> str | None:
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _git(*args: str, root: Path = REPO_ROOT) -> str | None:
     try:
-        root = Path(__file__).resolve().parents[2]
         res = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
         return res.stdout.strip() if res.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired):
         return None
+
+
+def git_state(root: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
+    """``(commit, dirty)`` of the checkout at ``root`` (``None``s outside git). Dirty: tracked
+    code or configs differ from the commit. ``results/`` is left out: a run into a committed
+    reference folder rewrites that folder's manifest and report as it goes."""
+    commit = _git("rev-parse", "HEAD", root=root)
+    if commit is None:
+        return None, None
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ":/", ":(top,exclude)results", root=root)
+    return commit, None if status is None else bool(status)
 
 
 def _cpu_name() -> str:
@@ -209,13 +222,12 @@ def _version(mod: str) -> str | None:
 def environment(device: str | None = None, fingerprint: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a result needs to be reproduced: versions, hardware (CPU model, vector extensions,
     MHz, cores; GPU, memory, driver), the run's speed ``fingerprint``
-    (:mod:`benchmarks.run.fingerprint`), git commit and dirty flag."""
+    (:mod:`benchmarks.run.fingerprint`), git commit and dirty flag (changes outside ``results/``)."""
     import torch
 
     cuda = torch.cuda.is_available()
     dev = str(device) if device is not None else ("cuda" if cuda else "cpu")
-    commit = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+    commit, dirty = git_state()
     on_gpu = dev.startswith("cuda") and cuda
     props = torch.cuda.get_device_properties(torch.device(dev)) if on_gpu else None
     return {
@@ -246,7 +258,7 @@ def environment(device: str | None = None, fingerprint: dict[str, Any] | None = 
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32) if on_gpu else None,
         "git_commit": commit,
-        "git_dirty": None if status is None else bool(status),
+        "git_dirty": dirty,
         "argv": sys.argv,
         "fingerprint": fingerprint,
     }

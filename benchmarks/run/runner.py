@@ -45,6 +45,9 @@ class RunOptions:
     cell_timeout: float | None = None  # wall limit per cell process (default: cell_timeout(config))
     progress_every_s: float = 10.0
     log: Any = print
+    #: Run only the cells of these tasks (``--tasks``): a slice. The manifest still lists every
+    #: cell of the suite, so the report counts the other slices' cells as still to run.
+    only_tasks: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -340,16 +343,18 @@ def _existing(out: Path) -> dict[str, dict[str, Any]]:
 
 
 def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher: Any = None) -> RunSummary:
-    """Run every cell of a validated suite config that is not finished yet, through
-    ``launcher`` (default: inline, in this process). The driver writes the manifest (every
-    cell with its resolved config), decides what is unfinished, and hands those cells over."""
+    """Run every cell of a validated suite config (of ``opts.only_tasks``, when given) that is
+    not finished yet, through ``launcher`` (default: inline, in this process). The driver
+    writes the manifest (every cell of the suite with its resolved config), decides what is
+    unfinished, and hands those cells over."""
     from benchmarks.run.launchers import CellJob, InlineLauncher
 
     cells = expand(cfg)
+    selected = run_cells(cells, opts)
     suite = cfg["suite"]
     opts.out.mkdir(parents=True, exist_ok=True)
     done = _existing(opts.out)
-    todo = [c for c in cells if opts.force or c.cell_id not in done
+    todo = [c for c in selected if opts.force or c.cell_id not in done
             or (done[c.cell_id].get("status") != "ok" and opts.retry_failed)]
     # measured once per run, with the threads a cell will have; kept from the last run when none is left
     fingerprint = F.measure_for_run(resolve_device(opts.accelerator or cfg["trainer"]["accelerator"]),
@@ -371,12 +376,13 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
             ],
         },
     )
-    summary = RunSummary(skipped=len(cells) - len(todo))
-    n_failed_prev = sum(1 for c in cells if c not in todo and done[c.cell_id].get("status") != "ok")
+    summary = RunSummary(skipped=len(selected) - len(todo))
+    n_failed_prev = sum(1 for c in selected if c not in todo and done[c.cell_id].get("status") != "ok")
     log = opts.log
     launcher = launcher or InlineLauncher(opts)
-    log(f"suite {suite!r}: {len(cells)} cells, {summary.skipped} already finished, {len(todo)} to run -> {opts.out} "
-        f"(launcher: {launcher.name})")
+    sliced = f", {len(selected)} of tasks {','.join(opts.only_tasks)}" if opts.only_tasks is not None else ""
+    log(f"suite {suite!r}: {len(cells)} cells{sliced}, {summary.skipped} already finished, {len(todo)} to run "
+        f"-> {opts.out} (launcher: {launcher.name})")
     if todo:
         log(f"  speed fingerprint: {F.format_fingerprint(fingerprint)}")
     if n_failed_prev:
@@ -403,6 +409,11 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
     with contextlib.suppress(OSError):  # only when empty: another run may still be using it
         (opts.out / ".checkpoints").rmdir()
     return summary
+
+
+def run_cells(cells: list, opts: RunOptions) -> list:
+    """The cells this run is for: all, or those of ``opts.only_tasks``."""
+    return [c for c in cells if opts.only_tasks is None or c.task in opts.only_tasks]
 
 
 def cell_timeout(config: dict[str, Any], fingerprint: dict[str, Any] | None = None) -> float | None:

@@ -194,6 +194,25 @@ def test_rerun_skips_finished_and_resumes_after_a_kill(tmp_path, monkeypatch):
     assert len(manifest["cells"]) == 4
 
 
+def test_a_slice_writes_the_whole_suites_manifest(tmp_path):
+    """``--tasks`` (``only_tasks``) runs a slice, but the manifest lists every cell of the suite:
+    a later slice into the same folder does not hide the earlier ones' records as "not in the
+    manifest", and the report counts the cells no slice has run yet as missing."""
+    from benchmarks.report.analysis import analyse
+
+    cfg = validate_suite(_suite(["linear"]))
+    opts, lines = _opts(tmp_path, only_tasks=("another_task",))  # a slice with none of these cells
+    s = run_suite(cfg, opts)
+    assert (s.ran, s.skipped) == (0, 0) and "2 cells, 0 of tasks another_task" in lines[0]
+    manifest = json.loads((opts.out / R.MANIFEST).read_text())
+    assert len(manifest["cells"]) == 2 and manifest["config"]["cells"] == cfg["cells"]
+    assert len(analyse(opts.out).warnings.get("missing", [])) == 2  # both still to run
+    opts, _ = _opts(tmp_path, only_tasks=("toy",))
+    assert run_suite(cfg, opts).ran == 2
+    an = analyse(opts.out)
+    assert not an.warnings.get("missing") and not an.warnings.get("stale")
+
+
 def test_interrupted_write_leaves_old_record_intact(tmp_path, monkeypatch):
     path = tmp_path / "runs" / "a.json"
     R.write_json_atomic(path, {"v": 1})
@@ -296,3 +315,28 @@ def test_metric_logged_at_epoch_end_reaches_the_curve(tmp_path):
     vals = [p["val_metric"] for p in rec["curve"]]
     assert len(vals) == 8 and all(v is not None for v in vals)
     assert rec["best_val"]["value"] == pytest.approx(max(vals)) and rec["best_val"]["epoch"] == vals.index(max(vals))
+
+
+def test_git_dirty_means_code_not_results(tmp_path):
+    """A run into a committed results folder rewrites its manifest and report: that alone does
+    not make the run's records dirty; a changed tracked file elsewhere does."""
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "REPORT.md").write_text("old")
+    (tmp_path / "code.py").write_text("x = 1")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "init")
+    commit, dirty = R.git_state(tmp_path)
+    assert len(commit) == 40 and dirty is False
+    (tmp_path / "results" / "REPORT.md").write_text("rewritten by a run")
+    (tmp_path / "new_untracked.py").write_text("")
+    assert R.git_state(tmp_path)[1] is False
+    (tmp_path / "code.py").write_text("x = 2")
+    assert R.git_state(tmp_path)[1] is True
+    assert R.git_state(tmp_path / "results")[1] is True  # from a subfolder: the whole checkout's code counts
