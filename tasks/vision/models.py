@@ -239,9 +239,16 @@ class ViT(nn.Module):
         pooled = h[:, 0] if self.cls is not None else h.mean(1)  # (B, D)
         return self.head(pooled)  # (B, classes)
 
+    @property
+    def forms_attention_weights(self) -> bool:
+        """Whether the attention forms its weights (:meth:`attention_rollout` needs them): not the
+        kernel and low-rank patterns (``linear``, ``performer``, ``linformer``, ``nystrom``)."""
+        return self.attention == "local" or attn_core.get_pattern(self.attention).weights
+
     @torch.no_grad()
     def attention_rollout(self, x: Tensor) -> Tensor:
-        """Rollout maps ``(B, gh, gw)`` over the patch grid, each summing to 1 (:func:`rollout`)."""
+        """Rollout maps ``(B, gh, gw)`` over the patch grid, each summing to 1 (:func:`rollout`);
+        only when :attr:`forms_attention_weights`."""
         _, weights = self.encode(x, need_weights=True)
         return rollout(weights, self.pool).reshape(x.shape[0], *self.grid)
 

@@ -40,8 +40,9 @@ class ImageClassifier(TaskModule):
         return StepOutput(loss=loss, metrics={"acc": acc.detach()}, samples=int(y.shape[0]))
 
     def report_extras(self, trainer: Any, datamodule: Any) -> dict[str, Any]:
-        """``{"rollout": ...}`` for networks with ``attention_rollout`` (the ViTs), else ``{}``."""
-        if not hasattr(self.net, "attention_rollout"):
+        """``{"rollout": ...}`` for networks with ``attention_rollout`` (the ViTs) whose attention
+        forms its weights, else ``{}`` (a CNN; a ViT with a kernel or low-rank pattern)."""
+        if not hasattr(self.net, "attention_rollout") or not getattr(self.net, "forms_attention_weights", True):
             return {}
         return {ROLLOUT_KEY: rollout_extras(self.net, datamodule)}
 

@@ -359,6 +359,19 @@ def test_report_extras_only_for_vits(task, synth):
         assert ("rollout" in ex) == has
 
 
+def test_report_extras_of_every_vit_variant(task, synth):
+    """Every ViT the task registers gets rollout maps when its attention forms weights, and none
+    (never an error after training) when it does not: linear, performer, linformer, nystrom."""
+    vits = [m for m in task.models.names() if m.startswith("vit")]
+    assert {"vit_linear", "vit_performer", "vit_linformer", "vit_nystrom", "vit_local_global"} <= set(vits)
+    with_maps = set()
+    for name in vits:
+        net = task.models.get(name).build(synth.info, d_model=16, num_heads=2, num_layers=1)
+        if "rollout" in task.make_module(net, synth.info).report_extras(None, synth):
+            with_maps.add(name)
+    assert with_maps == {"vit", "vit_local", "vit_local_global"}
+
+
 # --------------------------------------------------------------------------- module and training
 def test_step_metrics(synth):
     class Fixed(torch.nn.Module):
