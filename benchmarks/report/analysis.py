@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from benchmarks.report import stats
 from benchmarks.run.records import load_manifests, load_records
-from benchmarks.report.budget import budget_warnings
+from benchmarks.report.budget import budget_warnings, machine_warnings
 from benchmarks.report.format import as_number, fmt_metric
 from benchmarks.report.results import (
     BASELINE_FAMILIES,
@@ -340,8 +340,8 @@ def _warn_checksums(recs: list[dict[str, Any]], ds: str, where_g: str, warn: War
 
 def _warn_records(records: list[dict[str, Any]], groups: list[Group], multi: bool, warn: Warn,
                   rel: Callable[[dict[str, Any]], str]) -> None:
-    """Warnings over all records: a shared device, different budgets in one table, several
-    git commits or a dirty working tree."""
+    """Warnings over all records: a shared device, different budgets or machines in one table,
+    several git commits or a dirty working tree."""
     # ---- records measured on a shared device: their time budgets and throughput are not comparable
     shared = [rec for rec in records if int(((rec.get("resources") or {}).get("cells_sharing_device")) or 1) > 1]
     if shared:
@@ -351,6 +351,8 @@ def _warn_records(records: list[dict[str, Any]], groups: list[Group], multi: boo
 
     for msg in budget_warnings(groups, lambda g: group_title(g, multi)):
         warn("budgets", msg)  # one table's models stopped by different kinds of budget
+    for msg in machine_warnings(groups, lambda g: group_title(g, multi)):
+        warn("machines", msg)  # one table's models measured on different machines
 
     # ---- environment disagreements that are warnings
     commits = Counter((r.get("env") or {}).get("git_commit") for r in records)

@@ -1,6 +1,7 @@
 """The report's view of budgets and machines: which budget ended each model's training (a
 marker on time-capped leaderboard rows, a warning when one table's models stopped for different
-kinds of budget) and the speed fingerprint rows of the environment block.
+kinds of budget, or ran on machines of different kind or speed) and the speed fingerprint rows of
+the environment block.
 
 Reads only records: a record without a ``stop`` block (written before it existed) is neither
 marked nor warned about, so older reports come out as before.
@@ -11,10 +12,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable, Iterable
 
-from benchmarks.run.fingerprint import format_fingerprint
+from benchmarks.run.fingerprint import comparable, format_fingerprint, scale_factor
 
 #: the leaderboard's marker on a model some of whose seeds were ended by the time cap
 TIME_CAP_MARK = "†"
+#: how far apart (fastest / slowest) the speed fingerprints of one table's time-capped records may
+#: be before the report warns: runs of one machine kind here spread up to ~1.24x (a fingerprint is
+#: a few seconds of measurement, and a neighbour's load moves it)
+SPEED_SPREAD = 1.25
 #: kinds of budget a stop reason belongs to (early stopping ends by the epoch budget's rule)
 BUDGET_KIND = {"max_epochs": "epochs", "early_stopping": "epochs", "max_steps": "steps", "time_cap": "time cap"}
 
@@ -73,6 +78,53 @@ def budget_warnings(groups: Iterable[Any], title: Callable[[Any], str]) -> list[
     return out
 
 
+def machine_label(env: dict[str, Any]) -> str:
+    """A record's machine in a few words: the GPU name, or the CPU model with its torch kernels
+    (AVX2 / AVX512) and core count; ``"?"`` for a record that stored none of these."""
+    if env.get("device") not in (None, "cpu"):
+        return f"{env.get('device_name') or env.get('device')}"
+    parts = [str(env[k]) for k in ("cpu_model", "cpu_capability") if env.get(k)]
+    if env.get("cpu_count"):
+        parts.append(f"{env['cpu_count']} cores")
+    return " ".join(parts) or "?"
+
+
+def machine_warnings(groups: Iterable[Any], title: Callable[[Any], str]) -> list[str]:
+    """Warnings for a table whose records were not measured alike: models that ran on different
+    machines (their times, throughput and memory are not comparable), and time-capped models
+    whose machines' speed fingerprints are more than :data:`SPEED_SPREAD` apart (the clock
+    bought them different amounts of training: their quality is not at equal work)."""
+    out = []
+    for g in groups:
+        recs = [r for m in g.models for r in m.ok]
+        labels = Counter(machine_label(r.get("env") or {}) for r in recs)
+        if len(labels) > 1:
+            out.append(f"{title(g)}: records from {len(labels)} machines ("
+                       + "; ".join(f"{k}: {n}" for k, n in sorted(labels.items()))
+                       + "): train time, throughput and memory are not comparable across them")
+        fps = [(r.get("model"), (r.get("env") or {}).get("fingerprint")) for r in time_capped(recs)]
+        fps = [(m, fp) for m, fp in fps if isinstance(fp, dict)]
+        if len(fps) < 2:
+            continue
+        ref = fps[0][1]
+        if not all(comparable(fp, ref) for _, fp in fps):
+            kinds = sorted({f"{fp.get('device')} {fp.get('dtype')}" for _, fp in fps})
+            out.append(f"{title(g)}: time-capped records were fingerprinted on different devices or dtypes "
+                       f"({', '.join(kinds)}): their quality is not at equal work")
+            continue
+        try:
+            speeds = [(1.0 / scale_factor(fp, ref), m, fp) for m, fp in fps]
+        except ValueError:  # a fingerprint without the rates: nothing to compare
+            continue
+        (lo, lo_m, lo_fp), (hi, hi_m, hi_fp) = min(speeds, key=lambda x: x[0]), max(speeds, key=lambda x: x[0])
+        if hi / lo > SPEED_SPREAD:
+            out.append(f"{title(g)}: time-capped records ran on machines {hi / lo:.2f}x apart in speed "
+                       f"(fastest, {hi_m}: {format_fingerprint(hi_fp)}; slowest, {lo_m}: {format_fingerprint(lo_fp)}): "
+                       "the clock bought them different amounts of training, so their quality is not at equal work "
+                       "(a calibrated budget, max_time_s: {seconds: S, reference: NAME}, scales the cap per machine)")
+    return out
+
+
 def environment_rows(envs: list[dict[str, Any]], distinct: Callable[[Iterable[Any]], str]) -> list[list[str]]:
     """Environment-block rows: CPU identity (vector units, MHz), GPU driver and the speed
     fingerprint, as distinct values with record counts (``distinct``); none for old records."""
@@ -89,4 +141,5 @@ def environment_rows(envs: list[dict[str, Any]], distinct: Callable[[Iterable[An
 
 
 __all__ = ["TIME_CAP_MARK", "BUDGET_KIND", "stop_reasons", "time_capped", "model_marker",
-           "leaderboard_note", "budget_warnings", "environment_rows"]
+           "leaderboard_note", "budget_warnings", "machine_warnings", "machine_label", "environment_rows",
+           "SPEED_SPREAD"]

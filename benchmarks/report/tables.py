@@ -135,6 +135,7 @@ WARNING_TITLES = (
     ("unequal_seeds", "Unequal seed counts"),
     ("shared", "Measured on a shared device"),
     ("budgets", "Models stopped by different budgets"),
+    ("machines", "Models measured on different machines"),
     ("commits", "Git commits"),
     ("duplicates", "Duplicate records"),
     ("stale", "Records not in the suite manifest"),

@@ -169,3 +169,40 @@ def test_bad_fingerprint_time_is_one_clear_line(monkeypatch):
         F.configured_seconds()
     monkeypatch.setenv(F.FINGERPRINT_ENV, "0")
     assert F.measure_for_run("cpu", "32-true", 1) is None
+
+
+# ----------------------------------------------------------------------------- machines in one table
+def _rec(model, reason, fp=None, **env):
+    env = {"device": "cpu", "cpu_model": "AMD EPYC", "cpu_capability": "AVX2", "cpu_count": 2, **env}
+    if fp is not None:
+        env["fingerprint"] = fp
+    return {"model": model, "stop": {"reason": reason}, "env": env}
+
+
+class _Recs:
+    def __init__(self, model, recs):
+        self.model, self.ok = model, recs
+
+
+def test_report_warns_when_one_table_mixes_machines():
+    # same kind, same speed: no warning
+    same = _G([_Recs("vit", [_rec("vit", "time_cap", _fp(1.0))]), _Recs("cnn", [_rec("cnn", "time_cap", _fp(1.1))])])
+    assert report_budget.machine_warnings([same], str) == []
+    # an AVX-512 record beside AVX2 ones: named, with counts
+    kinds = _G([_Recs("vit", [_rec("vit", "max_epochs", cpu_capability="AVX512")]),
+                _Recs("cnn", [_rec("cnn", "max_epochs"), _rec("cnn", "max_epochs")])])
+    (w,) = report_budget.machine_warnings([kinds], lambda g: "vision / mnist")
+    assert w.startswith("vision / mnist: records from 2 machines") and "AMD EPYC AVX2 2 cores: 2" in w
+    assert "AMD EPYC AVX512 2 cores: 1" in w
+    # one kind of machine, but the time-capped cells ran 1.5x slower on one of them (a loaded or slower VM)
+    slow = _G([_Recs("vit", [_rec("vit", "time_cap", _fp(1.0))]), _Recs("cnn", [_rec("cnn", "time_cap", _fp(1 / 1.5))])])
+    (w,) = report_budget.machine_warnings([slow], lambda g: "t")
+    assert "1.50x apart in speed" in w and "fastest, vit" in w and "slowest, cnn" in w
+    # the same spread in epoch-budgeted cells is not about quality (the clock did not stop them)
+    epochs = _G([_Recs("vit", [_rec("vit", "max_epochs", _fp(1.0))]), _Recs("cnn", [_rec("cnn", "max_epochs", _fp(0.5))])])
+    assert report_budget.machine_warnings([epochs], str) == []
+    # a GPU record: named by its device name
+    gpu = _G([_Recs("vit", [_rec("vit", "max_epochs", device="cuda", device_name="NVIDIA H100")]),
+              _Recs("cnn", [_rec("cnn", "max_epochs")])])
+    (w,) = report_budget.machine_warnings([gpu], str)
+    assert "NVIDIA H100: 1" in w
