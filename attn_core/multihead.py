@@ -239,7 +239,8 @@ class MultiHeadAttention(nn.Module):
                       dtype: torch.dtype | None = None) -> dict[str, Tensor]:
         """The cache of causal self-attention before the first decoded position, batch-first:
         the pattern's :class:`~attn_core.Recurrence` state and ``"n" (B,)``, the positions so
-        far (fixed size whatever the length), or else empty keys/values ``"k"``/``"v" (B, H, 0, Dh)``."""
+        far (fixed size whatever the length), or else empty keys/values ``"k"``/``"v" (B, H, 0, Dh)``
+        (``"truncated"`` adds ``"n"``: its keys/values are a rolling buffer of the last ``window``)."""
         self._check_decoding()
         device = self.q_proj.weight.device if device is None else device
         dtype = self.q_proj.weight.dtype if dtype is None else dtype
@@ -249,24 +250,33 @@ class MultiHeadAttention(nn.Module):
                              state=self.pattern_state, **self.pattern_params)
             return {**carry, "n": torch.zeros(batch, dtype=torch.long, device=device)}
         empty = torch.zeros(batch, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
+        if self.pattern == "truncated":  # causal truncated attention never looks further back than its window
+            return {"k": empty, "v": empty, "n": torch.zeros(batch, dtype=torch.long, device=device)}
         return {"k": empty, "v": empty}
 
     @staticmethod
     def decoded_length(cache: Mapping[str, Tensor]) -> int:
-        """How many positions an :meth:`init_decoding` / :meth:`decode` cache holds."""
-        return cache["k"].shape[2] if "k" in cache else int(cache["n"][0])
+        """How many positions have been decoded into an :meth:`init_decoding` / :meth:`decode`
+        cache (a rolling buffer or a recurrent state holds fewer, or none, of them)."""
+        return int(cache["n"][0]) if "n" in cache else cache["k"].shape[2]
 
     def decode(self, query: Tensor, cache: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         """Causal self-attention of one new position ``query (B, 1, E)`` after the positions in
         ``cache`` -> ``(out (B, 1, E), the cache with it)``; ``out`` equals the last row of
         :meth:`forward` on every position so far. A recurrent pattern updates its state
-        (O(1) a step); the others append the new keys/values and :meth:`step` over them."""
+        (O(1) a step); the others append the new keys/values and :meth:`step` over them, and
+        ``"truncated"`` then keeps only the last ``window`` (the next position sees those and
+        itself): O(window) memory and time a step, however long the sequence."""
         self._check_decoding()
         rec = self._spec.recurrence
         if rec is None:
             k, v = self.project_kv(query)  # (B, H, 1, Dh)
-            k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
-            return self.step(query, k, v), {"k": k, "v": v}  # type: ignore[return-value]
+            k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)  # (B, H, Lk + 1, Dh)
+            out = self.step(query, k, v)
+            if "n" not in cache:
+                return out, {"k": k, "v": v}  # type: ignore[return-value]
+            start = k.shape[2] - min(self.window, k.shape[2])  # (k[:, :, -0:] would keep everything)
+            return out, {"k": k[:, :, start:], "v": v[:, :, start:], "n": cache["n"] + 1}  # type: ignore[return-value]
         self._check_one_position(query)
         q, k, v = (self._heads(proj, query) for proj in (self.q_proj, self.k_proj, self.v_proj))  # (B, H, 1, Dh)
         carry = {name: t for name, t in cache.items() if name != "n"}

@@ -83,6 +83,22 @@ def test_cache_grows_and_holds_the_projections():
         torch.testing.assert_close(cache["kv.1.cross_k"], ck, atol=0, rtol=0)  # cross K/V never change
 
 
+@pytest.mark.parametrize("window", [0, 2, T + 3])
+def test_a_truncated_cache_is_a_rolling_buffer_of_the_last_window(window):
+    """Causal truncated attention never looks back further than its window, so its cache keeps
+    the last ``window`` keys/values only (O(window) a step) and counts every decoded position;
+    the kept keys are the last positions' own (equality with teacher forcing: above)."""
+    dec = _decoder(torch.float64, True, "truncated", window)
+    x, memory, mask = _inputs(torch.float64)
+    with torch.no_grad():
+        for t in (1, T):
+            _, cache = _step_all(dec, x[:, :t], memory, mask)
+            assert dec.cache_length(cache) == t and torch.equal(cache["kv.0.self_n"], torch.full((B,), t))
+            assert cache["kv.1.self_k"].shape == (B, H, min(window, t), E // H)
+        k0, _ = dec.layers[0].self_attn.project_kv(dec.layers[0].norm1(x))  # pre-LN: keys of the normed input
+        torch.testing.assert_close(cache["kv.0.self_k"], k0[:, :, T - min(window, T):], atol=1e-12, rtol=0)
+
+
 def test_extra_state_entries_pass_through():
     dec = _decoder(torch.float64, True, "full", None)
     x, memory, mask = _inputs(torch.float64)
