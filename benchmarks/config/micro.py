@@ -37,6 +37,10 @@ _ALL = (
     MicroBenchmark("complexity", "benchmarks.micro.complexity",
                    "'Why Self-Attention' (Transformer paper, Table 1) measured: time/memory exponents in n and d, "
                    "sequential operations and maximum path length per layer type", ("bench_complexity.yaml",)),
+    MicroBenchmark("decode", "benchmarks.micro.decode",
+                   "decoding one token after a prefix of L: time and self-attention cache of every decoding "
+                   "pattern (key/value cache or recurrent state) vs torch.nn.TransformerDecoder recomputing",
+                   ("bench_decode.yaml",)),
     MicroBenchmark("speech", "tasks.speech.bench",
                    "speech models: train-step time and peak memory per sequence vs length (500-4000 frames), "
                    "full vs truncated attention vs LSTM vs CNN", ("bench_speech.yaml",)),
