@@ -240,7 +240,8 @@ class MultiHeadAttention(nn.Module):
         """The cache of causal self-attention before the first decoded position, batch-first:
         the pattern's :class:`~attn_core.Recurrence` state and ``"n" (B,)``, the positions so
         far (fixed size whatever the length), or else empty keys/values ``"k"``/``"v" (B, H, 0, Dh)``
-        (``"truncated"`` adds ``"n"``: its keys/values are a rolling buffer of the last ``window``)."""
+        (``"truncated"`` and ``"local_global"`` add ``"n"``: their keys/values are a rolling buffer
+        of the last ``window``, after ``local_global``'s global tokens)."""
         self._check_decoding()
         device = self.q_proj.weight.device if device is None else device
         dtype = self.q_proj.weight.dtype if dtype is None else dtype
@@ -250,9 +251,19 @@ class MultiHeadAttention(nn.Module):
                              state=self.pattern_state, **self.pattern_params)
             return {**carry, "n": torch.zeros(batch, dtype=torch.long, device=device)}
         empty = torch.zeros(batch, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
-        if self.pattern == "truncated":  # causal truncated attention never looks further back than its window
+        if self._buffer() is not None:  # a rolling buffer: keys no later position attends are dropped
             return {"k": empty, "v": empty, "n": torch.zeros(batch, dtype=torch.long, device=device)}
         return {"k": empty, "v": empty}
+
+    def _buffer(self) -> tuple[int, int] | None:
+        """``(global, window)`` when causal decoding may keep only the first ``global`` and the
+        last ``window`` keys/values: no later position attends the others (``truncated``: the
+        band; ``local_global``: band and global tokens, its mask rule); else ``None``."""
+        if self.pattern == "truncated":
+            return 0, int(self.window)
+        if self.pattern == "local_global":
+            return int(self.pattern_params["global_tokens"]), int(self.pattern_params["window"])
+        return None
 
     @staticmethod
     def decoded_length(cache: Mapping[str, Tensor]) -> int:
@@ -266,17 +277,25 @@ class MultiHeadAttention(nn.Module):
         :meth:`forward` on every position so far. A recurrent pattern updates its state
         (O(1) a step); the others append the new keys/values and :meth:`step` over them, and
         ``"truncated"`` then keeps only the last ``window`` (the next position sees those and
-        itself): O(window) memory and time a step, however long the sequence."""
+        itself; ``local_global`` also keeps its global tokens): O(window + global) memory and time
+        a step, however long the sequence."""
         self._check_decoding()
         rec = self._spec.recurrence
         if rec is None:
             k, v = self.project_kv(query)  # (B, H, 1, Dh)
             k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)  # (B, H, Lk + 1, Dh)
-            out = self.step(query, k, v)
             if "n" not in cache:
-                return out, {"k": k, "v": v}  # type: ignore[return-value]
-            start = k.shape[2] - min(self.window, k.shape[2])  # (k[:, :, -0:] would keep everything)
-            return out, {"k": k[:, :, start:], "v": v[:, :, start:], "n": cache["n"] + 1}  # type: ignore[return-value]
+                return self.step(query, k, v), {"k": k, "v": v}  # type: ignore[return-value]
+            # The buffer holds positions 0..g'-1 (g' = min(g, Lk)), then a run of at most w + 1 ending
+            # at this one: every key in it is one this position attends, so the mask rule on
+            # 0..Lk-1 (what step() applies) allows them all, as the rule on their real positions does.
+            out = self.step(query, k, v)
+            (g, w), lk = self._buffer(), k.shape[2]  # type: ignore[misc]
+            gk = min(g, lk)
+            drop = lk - gk - w  # the run's oldest keys, which no later position attends
+            if drop > 0:
+                k, v = (torch.cat([t[:, :, :gk], t[:, :, gk + drop:]], 2) for t in (k, v))  # (B, H, g' + w, Dh)
+            return out, {"k": k, "v": v, "n": cache["n"] + 1}  # type: ignore[return-value]
         self._check_one_position(query)
         q, k, v = (self._heads(proj, query) for proj in (self.q_proj, self.k_proj, self.v_proj))  # (B, H, 1, Dh)
         carry = {name: t for name, t in cache.items() if name != "n"}

@@ -83,6 +83,26 @@ def test_cache_grows_and_holds_the_projections():
         torch.testing.assert_close(cache["kv.1.cross_k"], ck, atol=0, rtol=0)  # cross K/V never change
 
 
+@pytest.mark.parametrize("dtype, atol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+@pytest.mark.parametrize("window, global_tokens", [(0, 3), (2, 3), (2, 0), (1, T + 2)])
+def test_local_global_decodes_from_its_global_tokens_and_a_rolling_window(dtype, atol, window, global_tokens):
+    """local_global keeps its first ``global_tokens`` keys and the last ``window`` (the only ones
+    a later position attends): steps equal teacher forcing with T > g + w + 1 (so keys were
+    dropped), and the buffer holds min(g, t) + min(w, t - g) positions after t steps."""
+    dec = _decoder(dtype, True, "local_global", window, pattern_params={"global_tokens": global_tokens})
+    x, memory, mask = _inputs(dtype)
+    with torch.no_grad():
+        full = dec(x, memory, memory_key_padding_mask=mask)  # (B, T, E)
+        inc, cache = _step_all(dec, x, memory, mask)
+    torch.testing.assert_close(inc, full, atol=atol, rtol=0)
+    g = min(global_tokens, T)
+    assert dec.cache_length(cache) == T and cache["kv.1.self_v"].shape == (B, H, g + min(window, T - g), E // H)
+    with torch.no_grad():  # the kept keys: the global ones, then the window's, in order
+        k0, _ = dec.layers[0].self_attn.project_kv(dec.layers[0].norm1(x))  # (B, H, T, Dh)
+    kept = list(range(g)) + list(range(T - min(window, T - g), T))
+    torch.testing.assert_close(cache["kv.0.self_k"], k0[:, :, kept], atol=atol, rtol=0)
+
+
 @pytest.mark.parametrize("window", [0, 2, T + 3])
 def test_a_truncated_cache_is_a_rolling_buffer_of_the_last_window(window):
     """Causal truncated attention never looks back further than its window, so its cache keeps

@@ -47,9 +47,9 @@ DEC_B, DEC_T, DEC_S = 3, 9, 7
 
 
 def make_decoder(dtype: torch.dtype, norm_first: bool, pattern: str, window: int | None,
-                 seed: int = 0) -> TransformerDecoder:
+                 seed: int = 0, pattern_params: dict | None = None) -> TransformerDecoder:
     dec = TransformerDecoder(DEC_E, DEC_H, DEC_LAYERS, dim_feedforward=DEC_FF, dropout=0.0, norm_first=norm_first,
-                             pattern=pattern, window=window).to(dtype)
+                             pattern=pattern, window=window, pattern_params=pattern_params).to(dtype)
     randomise(dec, seed)
     return dec.eval()
 
