@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from benchmarks.config.schema import ConfigError
 from benchmarks.run import measure
@@ -32,6 +32,7 @@ __all__ = [
     "mib",
     "save_figure_atomic",
     "sweep_fields",
+    "select_patterns",
     "KEEP_TIMING",
     "KEEP_RUN",
     "timing_text",
@@ -237,3 +238,27 @@ def sweep_fields(
         "skip_larger_after_failure": Field("bool", True, doc=skip_doc),
         "plot": Field("bool", True),
     }
+
+
+def select_patterns(names: Any, params: Any, *, every: Sequence[str], defaults: dict[str, dict[str, Any]],
+                    check: Callable[[str], Any], where: str, key: str = "") -> dict[str, dict[str, Any]]:
+    """``{pattern: resolved params}`` a benchmark measures: ``names`` (``"all"``: ``every``) and
+    those ``params`` (``{pattern: {param: value}}``, over ``defaults``) names, each passed to
+    ``check`` (raises ValueError) and :func:`attn_core.resolve_params`. Errors are one-line
+    ConfigErrors starting ``where: <key>``."""
+    import attn_core
+
+    names = list(every) if names == "all" else names
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{where}: {key}patterns={names!r} is invalid: expected 'all' or a list of names")
+    params = params or {}
+    if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
+        raise ConfigError(f"{where}: {key}params={params!r} is invalid: expected {{pattern: {{param: value}}}}")
+    out = {}
+    for name in names + [n for n in params if n not in names]:
+        try:
+            check(name)
+            out[name] = attn_core.resolve_params(name, {**defaults.get(name, {}), **params.get(name, {})})
+        except ValueError as err:
+            raise ConfigError(f"{where}: {key.rstrip('.') or 'patterns'}: {' '.join(str(err).split())}") from None
+    return out

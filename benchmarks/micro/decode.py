@@ -36,7 +36,8 @@ from typing import Any, Callable
 from benchmarks.config import CONFIG_DIR
 from benchmarks.config.schema import ConfigError, Field
 from benchmarks.micro.checks import check, format_checks as _format_checks
-from benchmarks.micro.common import KEEP_RUN, KEEP_TIMING, mib, save_figure_atomic, set_threads, status_line, sweep_fields
+from benchmarks.micro.common import (KEEP_RUN, KEEP_TIMING, mib, save_figure_atomic, select_patterns, set_threads,
+                                     status_line, sweep_fields)
 from benchmarks.micro.sweep import Sweep, config_loader, entry_point
 from benchmarks.run import measure
 
@@ -75,28 +76,18 @@ SCHEMA: dict[str, Any] = {
 def decode_patterns(cfg: dict, source: str = "config") -> dict[str, dict[str, Any]]:
     """``{pattern: resolved params}``: the registered decoding patterns (a plug-in's too), or
     the listed ones, each checked (one-line ConfigError naming the valid ones)."""
-    import attn_core
     from attn_core.multihead import decoding_patterns
     from benchmarks.config.plugins import load_plugins
 
     load_plugins()
     every = decoding_patterns()
-    names = list(every) if cfg["patterns"] == "all" else cfg["patterns"]
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"{source}: patterns={names!r} is invalid: expected 'all' or a list of names")
-    params = cfg["params"] or {}
-    if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
-        raise ConfigError(f"{source}: params={params!r} is invalid: expected {{pattern: {{param: value}}}}")
-    out = {}
-    for name in names + [n for n in params if n not in names]:
+
+    def can_decode(name: str) -> None:
         if name not in every:
-            raise ConfigError(f"{source}: patterns: {name!r} cannot decode one token at a time; "
-                              f"valid: {', '.join(every)}")
-        try:
-            out[name] = attn_core.resolve_params(name, {**DEFAULT_PARAMS.get(name, {}), **params.get(name, {})})
-        except ValueError as err:
-            raise ConfigError(f"{source}: params: {' '.join(str(err).split())}") from None
-    return out
+            raise ValueError(f"{name!r} cannot decode one token at a time; valid: {', '.join(every)}")
+
+    return select_patterns(cfg["patterns"], cfg["params"], every=every, defaults=DEFAULT_PARAMS, check=can_decode,
+                           where=source)
 
 
 def _complete(cfg: dict, src: str) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks.run import measure
 from benchmarks.micro.checks import check as _check, doubling_check
-from benchmarks.micro.common import attn_core_fingerprint, make_inputs, set_threads
+from benchmarks.micro.common import attn_core_fingerprint, make_inputs, select_patterns, set_threads
 from benchmarks.config.schema import ConfigError, Field, Section
 
 __all__ = ["SECTION", "DEFAULT_PARAMS", "variant_patterns", "plan_variant_points", "point_variant", "variant_checks",
@@ -64,20 +64,8 @@ def variant_patterns(section: dict, *, causal: bool, source: str = "config") -> 
 
     load_plugins()
     every = attn_core.list_patterns(kind="sequence", causal=causal)
-    names = list(every) if section["patterns"] == "all" else section["patterns"]
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"{source}: variants.patterns={names!r} is invalid: expected 'all' or a list of names")
-    params = section["params"] or {}
-    if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
-        raise ConfigError(f"{source}: variants.params={params!r} is invalid: expected {{pattern: {{param: value}}}}")
-    out = {}
-    for name in list(names) + [n for n in params if n not in names]:
-        try:
-            attn_core.check_pattern(name, causal=causal)
-            out[name] = attn_core.resolve_params(name, {**DEFAULT_PARAMS.get(name, {}), **params.get(name, {})})
-        except ValueError as err:
-            raise ConfigError(f"{source}: variants: {' '.join(str(err).split())}") from None
-    return out
+    return select_patterns(section["patterns"], section["params"], every=every, defaults=DEFAULT_PARAMS,
+                           check=lambda name: attn_core.check_pattern(name, causal=causal), where=source, key="variants.")
 
 
 def plan_variant_points(cfg: dict, device: str, common: dict) -> list[dict]:

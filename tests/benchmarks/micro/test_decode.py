@@ -39,7 +39,7 @@ def test_a_pattern_that_cannot_decode_is_one_line_naming_the_valid_ones(tmp_path
         bd.load_config(_tiny(tmp_path, patterns=["full", "nystrom"]))
     with pytest.raises(ConfigError, match="patterns=.*expected 'all' or a list"):
         bd.load_config(_tiny(tmp_path, patterns="full"))
-    with pytest.raises(ConfigError, match="params: .*unknown key"):
+    with pytest.raises(ConfigError, match="patterns: pattern_params=.*unknown key.*'nope'"):
         bd.load_config(_tiny(tmp_path, params={"linear": {"nope": 1}}))
 
 
