@@ -83,7 +83,7 @@ def machine_label(env: dict[str, Any]) -> str:
     (AVX2 / AVX512) and core count; ``"?"`` for a record that stored none of these."""
     if env.get("device") not in (None, "cpu"):
         return f"{env.get('device_name') or env.get('device')}"
-    parts = [str(env[k]) for k in ("cpu_model", "cpu_capability") if env.get(k)]
+    parts = [str(v) for v in (env.get("cpu_model") or env.get("device_name"), env.get("cpu_capability")) if v]
     if env.get("cpu_count"):
         parts.append(f"{env['cpu_count']} cores")
     return " ".join(parts) or "?"

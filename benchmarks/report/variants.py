@@ -6,6 +6,7 @@ other than ``full``, ``truncated`` and ``graph``), e.g. ``benchmarks/configs/var
   the pattern's best model there (mean ± CI half-width of the group's metric over seeds), its
   rank among the patterns of that domain, mean train time and peak memory;
   and a last column with each pattern's mean rank over the domains it ran in (rows sorted by it);
+  a last row names the machine each domain's records ran on;
 * the Spearman rank correlation of the patterns' ranks between every two domains (over the
   patterns both ran, at least 3; tied means share their average rank): whether a variant that
   does well in one domain does well in another.
@@ -13,8 +14,10 @@ other than ``full``, ``truncated`` and ``graph``), e.g. ``benchmarks/configs/var
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
+from benchmarks.report.budget import machine_label
 from benchmarks.report.document import Block, Heading, Paragraph, Table
 from benchmarks.report.format import fmt_bytes, fmt_metric, fmt_seconds, slug
 from benchmarks.report.results import Analysis, Group, ModelResult, group_title
@@ -68,6 +71,14 @@ def _cell(rank: float, m: ModelResult, ranks: list[float]) -> str:
             f"{fmt_bytes(m.cost.get('peak_mem_bytes'))}")
 
 
+def _machines(g: Group) -> str:
+    """The machine(s) a domain's records ran on, with counts when there are several."""
+    labels = Counter(machine_label(r.get("env") or {}) for m in g.models for r in m.ok)
+    if len(labels) <= 1:
+        return next(iter(labels), "–")
+    return "; ".join(f"{k} ({n})" for k, n in sorted(labels.items()))
+
+
 def variants_blocks(an: Analysis) -> list[Block]:
     """The section's blocks, or none when no domain ran an efficient pattern."""
     domains = [(g, pattern_ranks(g)) for g in an.groups if g.train_fraction >= 1]
@@ -87,11 +98,14 @@ def variants_blocks(an: Analysis) -> list[Block]:
         [p, *(_cell(*r[p], ranks) if p in r else "–" for (_, r), ranks in zip(domains, every)),
          f"{mean_rank[p][0]:.1f} ({mean_rank[p][1]})"]
         for p in patterns]
+    rows.append(["machine", *(_machines(g) for g, _ in domains), "–"])
     blocks: list[Block] = [
         Heading(2, "Attention variants across domains", slug("attention-variants")),
         Paragraph(f"Per domain, each attention pattern's best model: test metric mean ± half the {pct}% CI over "
                   "seeds (#rank among the patterns there, = for a tie; model) · mean train time · peak memory. "
-                  "Mean rank: over the domains the pattern ran in (how many); ties count their average place.",
+                  "Mean rank: over the domains the pattern ran in (how many); ties count their average place. "
+                  "Machine: where each domain's records ran (times compare within a column; ranks are taken "
+                  "within a column, so columns from different machines can still be correlated).",
                   "note"),
         Table(["pattern", *titles, "mean rank (domains)"], rows),
     ]

@@ -75,7 +75,23 @@ def test_section_table_ranks_and_correlation(tmp_path):
     assert "· 50 s ·" in rows["linear"][toy] and "· 1.67 min ·" in rows["full"][toy]
     # toy ranks performer, full, linear, nystrom; tagging performer, nystrom, full, linear: d^2 = 6, rho = 1 - 36/60 = 0.4
     assert "| tagging / synth2 | toy / synth | 4 | +0.40 |" in section
+    # the machine each column ran on (the helper's records: one CPU)
+    assert rows["machine"][toy].strip() == rows["machine"][tagging].strip() != "–"
     assert "Attention variants across domains" in (tmp_path / "variants" / "report.html").read_text()
+
+
+def test_a_column_from_two_machines_names_both(tmp_path):
+    _write(tmp_path, RUNS)
+    for path in (tmp_path / "variants").rglob("*.json"):  # one domain's nystrom ran on an AVX-512 machine
+        if "synth2" in str(path) and "nystrom" in str(path):
+            rec = __import__("json").loads(path.read_text())
+            rec["env"].update(cpu_model="AMD EPYC", cpu_capability="AVX512", cpu_count=2)
+            write_json_atomic(path, rec)
+    report.write_report(tmp_path / "variants")
+    md = (tmp_path / "variants" / "REPORT.md").read_text()
+    machine = next(ln for ln in md[md.index("## Attention variants"):].splitlines() if ln.startswith("| machine"))
+    assert "AMD EPYC AVX512 2 cores (3)" in machine and machine.count("(") >= 2
+    assert "tagging / synth2: records from 2 machines" in md  # and the table's warning says so
 
 
 def test_no_section_without_an_efficient_pattern(tmp_path):
