@@ -216,7 +216,10 @@ def compute_checks(points: list[dict], *, flat_limit: float, check_length: int) 
         checks.append(check(f"{m}: cache bytes L={hi} / L={lo}", b["cache_bytes"] / a["cache_bytes"], "== 1",
                             b["cache_bytes"] == a["cache_bytes"]))
     full, peer = by.get("full", {}).get(check_length), by.get(PEER, {}).get(check_length)
-    if full is not None and peer is not None:
+    if full is None or peer is None:
+        checks.append(check(f"speedup full (kv cache) vs {PEER} @ L={check_length}", None, "> 1", None,
+                            note="no full-attention or no peer point at this length (check_length, peer, patterns)"))
+    else:
         if _ok(full) and _ok(peer):
             v = peer["time_ms"] / full["time_ms"]
             checks.append(check(f"speedup full (kv cache) vs {PEER} @ L={check_length}", v, "> 1", v > 1))

@@ -89,6 +89,10 @@ def test_checks_flat_recurrent_steps_full_vs_peer_and_the_crossover():
     failed = [dict(p, status="oom") if p["method"] == "full" and p["L"] == 1024 else p for p in pts]
     assert {c["name"]: c for c in bd.compute_checks(failed, flat_limit=50, check_length=1024)}[
         f"speedup full (kv cache) vs {bd.PEER} @ L=1024"]["pass"] is False
+    # check_length not measured (or the peer switched off): the check says so, undecided
+    missing = {c["name"]: c for c in bd.compute_checks(pts, flat_limit=50, check_length=512)}[
+        f"speedup full (kv cache) vs {bd.PEER} @ L=512"]
+    assert missing["pass"] is None and "no full-attention or no peer point" in missing["note"]
     failed = [dict(p, status="timeout") if p["method"] == bd.PEER and p["L"] == 1024 else p for p in pts]
     assert {c["name"]: c for c in bd.compute_checks(failed, flat_limit=50, check_length=1024)}[
         f"speedup full (kv cache) vs {bd.PEER} @ L=1024"]["pass"] is None
