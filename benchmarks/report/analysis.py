@@ -101,8 +101,10 @@ def _rank_key(mode: str) -> Callable[[ModelResult], tuple]:
 
 def manifest_cells(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Expected cells from the manifests (``{"suite": ..., "cells": [{"cell_id", "task",
-    "dataset", "model", "seed", ...}]}``); each gets the manifest's suite name."""
+    "dataset", "model", "seed", ...}]}``); each gets the manifest's suite name. A cell listed by
+    several manifests (a combined report of folders that ran slices of one suite) counts once."""
     out = []
+    seen: set[tuple[Any, Any]] = set()
     for man in manifests:
         if not isinstance(man, dict):
             continue
@@ -113,9 +115,11 @@ def manifest_cells(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if not isinstance(c, dict):
                 continue
             cid = c.get("cell_id", c.get("id"))
-            if cid is None:
+            cell = {**c, "cell_id": cid, "suite": c.get("suite", suite)}
+            if cid is None or (cell["suite"], cid) in seen:
                 continue
-            out.append({**c, "cell_id": cid, "suite": c.get("suite", suite)})
+            seen.add((cell["suite"], cid))
+            out.append(cell)
     return out
 
 
@@ -254,12 +258,15 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
         raise ReportError(f"no attnbench result records or suite manifests under {', '.join(map(str, roots))}")
 
     def rel(rec: dict[str, Any]) -> str:
+        """A record's path inside its folder; in a combined report, the folder as named first
+        (the same cell's records in two folders would otherwise read alike)."""
         p = rec.get("_path")
         if not p:
             return "?"
         for r in roots:
             with contextlib.suppress(ValueError):
-                return str(Path(p).relative_to(r.resolve()))
+                inside = Path(p).relative_to(r.resolve())
+                return str(r / inside) if len(roots) > 1 else str(inside)
         return str(p)
 
     cells = manifest_cells(manifests)

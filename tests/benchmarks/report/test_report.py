@@ -250,6 +250,30 @@ def test_edge_records_are_warned_not_pooled(tmp_path):
     assert "junk.json" in w["unreadable"][0]
 
 
+def test_combined_report_of_two_slices_of_one_suite(tmp_path):
+    """Two folders that ran slices of one suite (each manifest lists the whole suite) and
+    share one cell: a cell no folder ran is missing once, not once per manifest, and the
+    duplicate warning names each record's folder."""
+    cells = [{"cell_id": _cid("toy", "synth", m, 0), "task": "toy", "dataset": "synth", "model": m, "seed": 0}
+             for m in ("transformer", "lstm", "tcn")]
+    a, b = tmp_path / "machine_a", tmp_path / "machine_b"
+    paths = {}
+    for folder, hour in ((a, 9), (b, 11)):
+        write_json_atomic(folder / MANIFEST, {"suite": SUITE, "cells": cells})
+        rec = _record("toy", "synth", "transformer", 0, "acc", "max", 0.5 + hour / 100, hour=hour)
+        paths[folder] = record_path(folder, rec)
+        write_json_atomic(paths[folder], rec)
+    rec = _record("toy", "synth", "lstm", 0, "acc", "max", 0.6)
+    write_json_atomic(record_path(a, rec), rec)
+    an = report.analyse([a, b])
+    assert len(an.warnings["missing"]) == 1 and "tcn" in an.warnings["missing"][0]
+    (dup,) = an.warnings["duplicates"]
+    assert str(paths[a]) in dup and dup.endswith(f"using the latest ({paths[b]})")
+    (g,) = an.groups
+    assert {m.model: m.values for m in g.models}["transformer"] == [0.61]  # the later-finished record
+    assert "machine_a" not in report.analyse(a).warnings["missing"][0]  # one folder: paths inside it
+
+
 # --------------------------------------------------------------------------- complexity bench (Table 1)
 def _complexity_doc() -> dict:
     fit = lambda e, se, top: {"exponent": e, "stderr": se, "tail_exponent": top, "points": 5}  # noqa: E731
