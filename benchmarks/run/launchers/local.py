@@ -23,10 +23,11 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing as mp
+from multiprocessing import forkserver
 import os
 import socket
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from benchmarks.run import distributed as D
 from benchmarks.run.launchers import CellJob, log_result
@@ -96,6 +97,33 @@ def _stop_all(procs: list, grace_s: float = 10.0) -> None:
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM while a worker is started and entered in the running set, then act
+    on one that came. A Ctrl-C while the forkserver forks a worker (the driver waiting for its
+    pid) would otherwise leave a worker the driver never knew of: it trained on after the run
+    said "interrupted". Held, the signal is raised once the worker can be stopped with the rest."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread has handlers
+        yield
+        return
+    came: list[int] = []
+    old = {sig: signal.signal(sig, lambda signum, frame: came.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        if came:
+            handler = old[came[0]]
+            if callable(handler):
+                handler(came[0], None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), came[0])  # the default action, now that the worker can be stopped
 
 
 class _UnitProcess:
@@ -245,8 +273,11 @@ class LocalLauncher:
                     if ranks > 1:
                         resources["ranks"] = ranks
                     before = _on_disk(record_target(job.out, cell))
-                    proc = self._start(ctx, job, cell, gpus, places, ranks, resources)
-                    running[proc] = (job, time.monotonic(), gpus, resources, before, places)
+                    if ranks == 1:
+                        forkserver.ensure_running()  # its start (imports) stays interruptible
+                    with _signals_held():
+                        proc = self._start(ctx, job, cell, gpus, places, ranks, resources)
+                        running[proc] = (job, time.monotonic(), gpus, resources, before, places)
                     started += 1
                     log(f"[{started}/{total}] {job.label} ({cell.family})"
                         + (f" on {ranks} ranks, its own process" if ranks > 1 else ""))

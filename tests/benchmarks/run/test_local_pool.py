@@ -175,6 +175,46 @@ def test_killing_the_driver_leaves_nothing_half_done_and_a_rerun_resumes(tmp_pat
     assert len(R.load_records(out)) == 3
 
 
+def _gone(pid: int, timeout_s: float = 30.0) -> bool:
+    """The process has ended (a zombie its forkserver has not reaped yet counts as ended)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z"):
+                return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_ctrl_c_while_a_worker_starts_leaves_no_worker_running(tmp_path, capsys, monkeypatch):
+    """The signal lands after the worker is forked and before the driver has entered it in its
+    running set (where it waits for the forkserver's answer): the worker must still be stopped."""
+    from benchmarks.run.launchers import local
+
+    started = []
+    real_start = local.LocalLauncher._start
+
+    def start_then_ctrl_c(self, *args, **kwargs):
+        proc = real_start(self, *args, **kwargs)
+        started.append(proc.pid)
+        os.kill(os.getpid(), signal.SIGINT)
+        return proc
+
+    monkeypatch.setattr(local.LocalLauncher, "_start", start_then_ctrl_c)
+    cfg = _cfg(tmp_path, models="broken", seeds=1, epochs=500, params="model_params: {broken: {kind: slow}}")
+    out = tmp_path / "out"
+    assert main(["run", str(cfg), "--out", str(out), "--jobs", "1", "--no-report"]) == 130
+    assert "attnbench: interrupted" in capsys.readouterr().err
+    assert len(started) == 1
+    if not _gone(started[0]):
+        os.kill(started[0], signal.SIGKILL)  # not left behind by a failing test
+        pytest.fail("the worker trains on after the run said interrupted")
+    assert not R.load_records(out) and not list(out.rglob("*.claim"))  # pending, claim released
+
+
 def test_csv_logger_per_cell_and_a_missing_tracker_is_one_line(tmp_path, capsys, monkeypatch):
     from benchmarks.run.runner import LOGGER_ENV
 
