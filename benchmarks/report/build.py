@@ -194,7 +194,7 @@ def write_report(
         blocks.append(Paragraph(f"{n} warning(s): see Warnings at the end.", "warn"))
     for g in an.groups:
         blocks += _group_blocks(g, an, plots_dir, out, written, warn)
-    blocks += variants_blocks(an)  # only when a domain ran an efficient attention pattern
+    blocks += variants_blocks(an, plots_dir, written)  # only when a domain ran an efficient attention pattern
 
     bench = find_bench_attention(bench_dirs if bench_dirs is not None else bench_candidate_dirs(root))
     if bench is not None:

@@ -15,7 +15,7 @@ from benchmarks.report import stats
 from benchmarks.report.format import as_number, fmt_si
 from benchmarks.report.results import FAMILIES, Group, ModelResult
 
-__all__ = ["FAMILY_COLORS", "plot_quality_vs", "plot_curves", "plot_datasize", "train_size"]
+__all__ = ["FAMILY_COLORS", "plot_quality_vs", "plot_curves", "plot_datasize", "plot_rank_grid", "train_size"]
 
 FAMILY_COLORS = {"attention": "tab:red", "rnn": "tab:blue", "cnn": "tab:green", "other": "tab:gray"}
 
@@ -165,3 +165,31 @@ def plot_datasize(gs: list[Group], path: Path, title: str) -> Path | None:
     ax.legend(fontsize=8)
     return _save(fig, path)
 
+
+def plot_rank_grid(rows: list[str], columns: list[str], cells: list[list[tuple[float, int, str] | None]],
+                   path: Path, title: str) -> Path | None:
+    """A rank heat map: ``cells[i][j]`` is row i's ``(rank, entries ranked in column j, label)``
+    or None (not run there, left blank). Colour is the place within its column, from best (green)
+    to last (red), so columns with different numbers of entries read alike."""
+    if not rows or not columns or not any(c for r in cells for c in r):
+        return None
+    import numpy as np
+
+    grid = np.full((len(rows), len(columns)), np.nan)
+    for i, row in enumerate(cells):
+        for j, c in enumerate(row):
+            if c is not None:
+                rank, n, _ = c
+                grid[i, j] = 0.5 if n <= 1 else (rank - 1) / (n - 1)
+    fig = _figure((1.2 + 1.55 * len(columns), 0.9 + 0.5 * len(rows)))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.imshow(np.ma.masked_invalid(grid), cmap="RdYlGn_r", vmin=0.0, vmax=1.0, aspect="auto")
+    for i, row in enumerate(cells):
+        for j, c in enumerate(row):
+            ax.text(j, i, "–" if c is None else c[2], ha="center", va="center", fontsize=7,
+                    color="gray" if c is None else "black")
+    ax.set_xticks(range(len(columns)), [c.replace(" / ", "\n") for c in columns], fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.tick_params(length=0)
+    ax.set_title(title, fontsize=10)
+    return _save(fig, path)

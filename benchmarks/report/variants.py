@@ -15,11 +15,13 @@ other than ``full``, ``truncated`` and ``graph``), e.g. ``benchmarks/configs/var
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from benchmarks.report.budget import machine_label
-from benchmarks.report.document import Block, Heading, Paragraph, Table
+from benchmarks.report.document import Block, Heading, Image, Paragraph, Table
 from benchmarks.report.format import fmt_bytes, fmt_metric, fmt_seconds, slug
+from benchmarks.report.plots import plot_rank_grid
 from benchmarks.report.results import Analysis, Group, ModelResult, group_title
 
 __all__ = ["variants_blocks", "pattern_ranks", "spearman", "EXACT_PATTERNS"]
@@ -79,8 +81,9 @@ def _machines(g: Group) -> str:
     return "; ".join(f"{k} ({n})" for k, n in sorted(labels.items()))
 
 
-def variants_blocks(an: Analysis) -> list[Block]:
-    """The section's blocks, or none when no domain ran an efficient pattern."""
+def variants_blocks(an: Analysis, plots_dir: Path | None = None, written: dict[str, Path] | None = None) -> list[Block]:
+    """The section's blocks, or none when no domain ran an efficient pattern; with ``plots_dir``,
+    also the table's ranks as a heat map (``plots/variants_ranks.png``, entered in ``written``)."""
     domains = [(g, pattern_ranks(g)) for g in an.groups if g.train_fraction >= 1]
     domains = [(g, r) for g, r in domains if len(r) >= 2 and set(r) - EXACT_PATTERNS]
     if not domains:
@@ -109,6 +112,15 @@ def variants_blocks(an: Analysis) -> list[Block]:
                   "note"),
         Table(["pattern", *titles, "mean rank (domains)"], rows),
     ]
+    if plots_dir is not None:
+        grid = [[(r[p][0], len(r), f"{_rank_label(r[p][0], ranks)}\n{fmt_metric(r[p][1].mean)}") if p in r else None
+                 for (_, r), ranks in zip(domains, every)] for p in patterns]
+        png = plot_rank_grid(patterns, titles, grid, plots_dir / "variants_ranks.png",
+                             "rank of each attention pattern per domain (#1 = best; blank: not run there)")
+        if png is not None:
+            if written is not None:
+                written["plots/variants_ranks.png"] = png
+            blocks.append(Image(png, "plots/variants_ranks.png", "attention patterns' ranks per domain"))
     pairs: list[list[Any]] = []
     for i, (gi, ri) in enumerate(domains):
         for j in range(i + 1, len(domains)):

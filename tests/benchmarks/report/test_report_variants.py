@@ -78,6 +78,10 @@ def test_section_table_ranks_and_correlation(tmp_path):
     # the machine each column ran on (the helper's records: one CPU)
     assert rows["machine"][toy].strip() == rows["machine"][tagging].strip() != "–"
     assert "Attention variants across domains" in (tmp_path / "variants" / "report.html").read_text()
+    # the ranks as a heat map, shown right after the table
+    png = tmp_path / "variants" / "plots" / "variants_ranks.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert section.index("](plots/variants_ranks.png)") < section.index("Spearman rank correlation")
 
 
 def test_a_column_from_two_machines_names_both(tmp_path):
@@ -98,3 +102,13 @@ def test_no_section_without_an_efficient_pattern(tmp_path):
     _write(tmp_path, {k: {"full": v["full"]} for k, v in RUNS.items()})
     report.write_report(tmp_path / "variants")
     assert "Attention variants" not in (tmp_path / "variants" / "REPORT.md").read_text()
+    assert not (tmp_path / "variants" / "plots" / "variants_ranks.png").exists()
+
+
+def test_rank_grid_colours_each_column_by_place(tmp_path):
+    from benchmarks.report.plots import plot_rank_grid
+
+    assert plot_rank_grid(["a"], ["d"], [[None]], tmp_path / "none.png", "t") is None  # nothing ran: no plot
+    cells = [[(1.0, 2, "#1"), None], [(2.0, 2, "#2"), (1.0, 1, "#1")]]
+    out = plot_rank_grid(["a", "b"], ["toy / synth", "tagging / synth2"], cells, tmp_path / "g.png", "t")
+    assert out == tmp_path / "g.png" and out.stat().st_size > 1000
