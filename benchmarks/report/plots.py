@@ -15,7 +15,7 @@ from benchmarks.report import stats
 from benchmarks.report.format import as_number, fmt_si
 from benchmarks.report.results import FAMILIES, Group, ModelResult
 
-__all__ = ["FAMILY_COLORS", "plot_quality_vs", "plot_curves", "plot_datasize", "plot_rank_grid", "train_size"]
+__all__ = ["FAMILY_COLORS", "plot_quality_vs", "plot_curves", "plot_datasize", "plot_rank_grid", "rank_places", "train_size"]
 
 FAMILY_COLORS = {"attention": "tab:red", "rnn": "tab:blue", "cnn": "tab:green", "other": "tab:gray"}
 
@@ -166,6 +166,20 @@ def plot_datasize(gs: list[Group], path: Path, title: str) -> Path | None:
     return _save(fig, path)
 
 
+def rank_places(cells: list[list[tuple[float, int, str] | None]], n_columns: int) -> Any:
+    """The heat map's values: each entry's place within its column, 0 (first) to 1 (last), 0.5
+    for an entry alone in its column, NaN where nothing ran; a numpy array (rows, columns)."""
+    import numpy as np
+
+    grid = np.full((len(cells), n_columns), np.nan)
+    for i, row in enumerate(cells):
+        for j, c in enumerate(row):
+            if c is not None:
+                rank, n, _ = c
+                grid[i, j] = 0.5 if n <= 1 else (rank - 1) / (n - 1)
+    return grid
+
+
 def plot_rank_grid(rows: list[str], columns: list[str], cells: list[list[tuple[float, int, str] | None]],
                    path: Path, title: str) -> Path | None:
     """A rank heat map: ``cells[i][j]`` is row i's ``(rank, entries ranked in column j, label)``
@@ -175,12 +189,7 @@ def plot_rank_grid(rows: list[str], columns: list[str], cells: list[list[tuple[f
         return None
     import numpy as np
 
-    grid = np.full((len(rows), len(columns)), np.nan)
-    for i, row in enumerate(cells):
-        for j, c in enumerate(row):
-            if c is not None:
-                rank, n, _ = c
-                grid[i, j] = 0.5 if n <= 1 else (rank - 1) / (n - 1)
+    grid = rank_places(cells, len(columns))
     fig = _figure((1.2 + 1.55 * len(columns), 0.9 + 0.5 * len(rows)))
     ax = fig.add_subplot(1, 1, 1)
     ax.imshow(np.ma.masked_invalid(grid), cmap="RdYlGn_r", vmin=0.0, vmax=1.0, aspect="auto")

@@ -106,9 +106,15 @@ def test_no_section_without_an_efficient_pattern(tmp_path):
 
 
 def test_rank_grid_colours_each_column_by_place(tmp_path):
-    from benchmarks.report.plots import plot_rank_grid
+    import math
+
+    from benchmarks.report.plots import plot_rank_grid, rank_places
 
     assert plot_rank_grid(["a"], ["d"], [[None]], tmp_path / "none.png", "t") is None  # nothing ran: no plot
-    cells = [[(1.0, 2, "#1"), None], [(2.0, 2, "#2"), (1.0, 1, "#1")]]
-    out = plot_rank_grid(["a", "b"], ["toy / synth", "tagging / synth2"], cells, tmp_path / "g.png", "t")
-    assert out == tmp_path / "g.png" and out.stat().st_size > 1000
+    # column 0: 3 entries, a tie shares place 2.5; column 1: one entry (middle colour), one not run
+    cells = [[(1.0, 3, "#1"), None], [(2.5, 3, "#2="), (1.0, 1, "#1")], [(2.5, 3, "#2="), None]]
+    grid = rank_places(cells, 2)
+    assert grid[:, 0].tolist() == [0.0, 0.75, 0.75] and grid[1, 1] == 0.5
+    assert math.isnan(grid[0, 1]) and math.isnan(grid[2, 1])
+    out = plot_rank_grid(["a", "b", "c"], ["toy / synth", "tagging / synth2"], cells, tmp_path / "g.png", "t")
+    assert out == tmp_path / "g.png" and out.read_bytes()[:4] == b"\x89PNG"
