@@ -16,6 +16,7 @@ position at a time (:class:`attn_core.recurrent.RecurrentLayer`). Bidirectional 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -118,6 +119,12 @@ def build_recurrence(name: str, d_model: int, *, bidirectional: bool = False, **
     spec = get_recurrence(name)
     if not isinstance(bidirectional, bool):
         V.fail("bidirectional", bidirectional, "expected a bool")
+    accepted = inspect.signature(spec.cls.__init__).parameters
+    unknown = sorted(set(params) - set(accepted))
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+        valid = ", ".join(repr(k) for k in accepted if k not in ("self", "d_model"))
+        V.fail("params", params, f"unknown key(s) {', '.join(map(repr, unknown))} for recurrence={name!r}; "
+               f"valid keys: {valid}")
     if not bidirectional:
         return spec.cls(d_model, **params)
     if not spec.bidirectional:
