@@ -61,23 +61,32 @@ def reverse_within(x: Tensor, mask: Tensor | None) -> Tensor:
 
 class RecurrentLayer(nn.Module):
     """Base of the recurrent layers: ``forward(x (B, L, d_model), *, lengths=None,
-    key_padding_mask=None) -> (B, L, d_model)``, causal. Subclasses implement
-    ``_forward(x, mask)`` (``x`` already zero at padded positions, ``mask (B, L)`` or ``None``)
-    and, for decoding, ``init_state(batch, *, device, dtype)`` and ``step``."""
+    key_padding_mask=None, return_state=False) -> (B, L, d_model)``, causal; with
+    ``return_state`` also the state after each sequence's last real position (the one ``step``
+    continues from: a prompt is read in parallel, then decoded one token at a time).
+    Subclasses implement ``_forward(x, mask, return_state) -> (y, state or None)`` (``x``
+    already zero at padded positions, ``mask (B, L)`` or ``None``) and, for decoding,
+    ``init_state(batch, *, device, dtype)`` and ``step``."""
 
     d_model: int
 
-    def forward(self, x: Tensor, *, lengths: Tensor | None = None, key_padding_mask: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, *, lengths: Tensor | None = None, key_padding_mask: Tensor | None = None,
+                return_state: bool = False) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
         V.check_tensor("x", x, 3, f"(B, L, d_model) = (B, L, {self.d_model})")
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x has shape {tuple(x.shape)}: expected (B, L, d_model) with d_model={self.d_model}")
         mask = resolve_mask(x, lengths, key_padding_mask)
         if mask is not None:
             x = x.masked_fill(~mask[..., None], 0.0)  # (B, L, d_model)
-        y = self._forward(x, mask)
-        return y if mask is None else y.masked_fill(~mask[..., None], 0.0)
+        y, state = self._forward(x, mask, return_state)
+        y = y if mask is None else y.masked_fill(~mask[..., None], 0.0)
+        if not return_state:
+            return y
+        if state is None:
+            raise NotImplementedError(f"{type(self).__name__} cannot return its state")
+        return y, state
 
-    def _forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+    def _forward(self, x: Tensor, mask: Tensor | None, return_state: bool) -> tuple[Tensor, dict[str, Tensor] | None]:
         raise NotImplementedError
 
     def init_state(self, batch: int, *, device: torch.device | None = None,

@@ -75,13 +75,14 @@ class LRU(RecurrentLayer):
         y = (h @ torch.view_as_complex(self.C).transpose(0, 1)).real + self.D * x
         return self.dropout(y)
 
-    def _forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+    def _forward(self, x: Tensor, mask: Tensor | None, return_state: bool) -> tuple[Tensor, dict[str, Tensor]]:
         lam = self.eigenvalues()  # (N,)
         b = self._input(x)  # (B, L, N)
         a = lam.expand_as(b)
         if mask is not None:  # padded steps carry the state unchanged: a = 1 (b is 0: x is)
             a = a.masked_fill(~mask[..., None], 1.0)
-        return self._output(linear_scan(a, b, dim=1), x)
+        h = linear_scan(a, b, dim=1)  # (B, L, N)
+        return self._output(h, x), {"h": h[:, -1]}
 
     def init_state(self, batch: int, *, device: torch.device | None = None,
                    dtype: torch.dtype | None = None) -> dict[str, Tensor]:

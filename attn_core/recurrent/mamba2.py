@@ -95,18 +95,29 @@ class Mamba2(RecurrentLayer):
         y = self.norm(y.flatten(-2) * F.silu(z))  # (..., d_inner)
         return self.dropout(self.out_proj(y))
 
-    def _forward(self, u: Tensor, mask: Tensor | None) -> Tensor:
+    def _forward(self, u: Tensor, mask: Tensor | None, return_state: bool) -> tuple[Tensor, dict[str, Tensor]]:
         length = u.shape[1]
-        z, xbc, dt_raw = self._split(self.in_proj(u))
+        z, xbc_in, dt_raw = self._split(self.in_proj(u))
         if mask is not None:  # zero padding before the convolution (its biased inputs)
-            xbc = xbc.masked_fill(~mask[..., None], 0.0)
-        xbc = F.silu(self.conv1d(xbc.transpose(1, 2))[..., :length].transpose(1, 2))  # (B, L, conv_dim), causal
+            xbc_in = xbc_in.masked_fill(~mask[..., None], 0.0)
+        xbc = F.silu(self.conv1d(xbc_in.transpose(1, 2))[..., :length].transpose(1, 2))  # (B, L, conv_dim), causal
         x, b, c, dt, log_a = self._heads(xbc, dt_raw)
         if mask is not None:  # padded steps change nothing: dt = 0 (decay 1, no input)
             dt = dt.masked_fill(~mask[..., None], 0.0)
             log_a = log_a.masked_fill(~mask[..., None], 0.0)
-        y, _ = ssd_scan(x * dt[..., None], log_a, b, c, chunk_size=self.chunk_size)  # (B, L, H, P)
-        return self._gate_out(y, x, z)
+        y, ssm = ssd_scan(x * dt[..., None], log_a, b, c, chunk_size=self.chunk_size)  # (B, L, H, P)
+        state = {"conv": self._conv_state(xbc_in, mask), "ssm": ssm} if return_state else None
+        return self._gate_out(y, x, z), state
+
+    def _conv_state(self, xbc_in: Tensor, mask: Tensor | None) -> Tensor:
+        """The convolution's inputs at each sequence's last ``d_conv - 1`` real positions (zeros
+        before its start), ``(B, conv_dim, d_conv - 1)`` oldest first, as :meth:`step` keeps them."""
+        bsz, length, _ = xbc_in.shape
+        width = self.d_conv - 1
+        n = torch.full((bsz,), length, device=xbc_in.device) if mask is None else mask.sum(1)  # (B,)
+        padded = F.pad(xbc_in, (0, 0, width, 0))  # (B, width + L, conv_dim): position t at t + width
+        idx = n[:, None] + torch.arange(width, device=xbc_in.device)  # (B, width): n - width + k, shifted
+        return padded.gather(1, idx[..., None].expand(-1, -1, self.conv_dim)).transpose(1, 2)
 
     def init_state(self, batch: int, *, device: torch.device | None = None,
                    dtype: torch.dtype | None = None) -> dict[str, Tensor]:

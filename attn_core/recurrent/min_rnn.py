@@ -56,13 +56,13 @@ class MinRNN(RecurrentLayer):
         total = f + i
         return f / total, (i / total) * cand
 
-    def _forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+    def _forward(self, x: Tensor, mask: Tensor | None, return_state: bool) -> tuple[Tensor, dict[str, Tensor]]:
         a, b = self._coefficients(x)  # (B, L, hidden_size) each
         if mask is not None:  # padded steps carry the state unchanged: a = 1, b = 0
             pad = ~mask[..., None]
             a, b = a.masked_fill(pad, 1.0), b.masked_fill(pad, 0.0)
         h = linear_scan(a, b, dim=1)  # (B, L, hidden_size)
-        return self.dropout(self.out_proj(h))
+        return self.dropout(self.out_proj(h)), {"h": h[:, -1]}
 
     def init_state(self, batch: int, *, device: torch.device | None = None,
                    dtype: torch.dtype | None = None) -> dict[str, Tensor]:

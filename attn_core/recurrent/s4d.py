@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attn_core import _validate as V
-from attn_core.recurrent.base import RecurrentLayer, set_optim_hint
+from attn_core.recurrent.base import RecurrentLayer, reverse_within, set_optim_hint
 from attn_core.recurrent.registry import register_recurrence
 from attn_core.recurrent.scan import fft_conv
 
@@ -76,10 +76,19 @@ class S4D(RecurrentLayer):
         """GELU, dropout, then the GLU output projection: ``(..., d_model) -> (..., d_model)``."""
         return F.glu(self.out_proj(self.dropout(F.gelu(y))), -1)
 
-    def _forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+    def _forward(self, x: Tensor, mask: Tensor | None, return_state: bool) -> tuple[Tensor, dict[str, Tensor] | None]:
         u = x.transpose(1, 2)  # (B, H, L)
         y = fft_conv(u, self.kernel(u.shape[-1]).to(u.dtype)) + u * self.D[:, None]  # (B, H, L)
-        return self._head(y.transpose(1, 2))
+        return self._head(y.transpose(1, 2)), (self._final_state(x, mask) if return_state else None)
+
+    def _final_state(self, x: Tensor, mask: Tensor | None) -> dict[str, Tensor]:
+        """The state after each sequence's last real position, ``sum_s A_bar^s B_bar u_{n-1-s}``:
+        the input reversed within its length against the kernel's Vandermonde matrix."""
+        dta, a, _ = self._discrete()
+        steps = torch.arange(x.shape[1], device=x.device, dtype=dta.real.dtype)  # (L,)
+        powers = torch.exp(dta[..., None] * steps)  # (H, N/2, L): A_bar^s
+        u_rev = reverse_within(x, mask).transpose(1, 2).to(powers.dtype)  # (B, H, L): u_{n-1-s}, 0 past n
+        return {"x": torch.einsum("bhl,hnl->bhn", u_rev, powers) * (torch.exp(dta) - 1.0) / a}
 
     def init_state(self, batch: int, *, device: torch.device | None = None,
                    dtype: torch.dtype | None = None) -> dict[str, Tensor]:

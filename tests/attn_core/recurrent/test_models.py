@@ -46,6 +46,21 @@ def test_step_equals_the_causal_pass_at_every_position(name, cls, kwargs, loop):
         torch.testing.assert_close(y_t, y[:, t], rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.parametrize("name,cls,kwargs,loop", CASES, ids=IDS)
+def test_prompt_read_in_parallel_then_stepped_equals_the_causal_pass(name, cls, kwargs, loop):
+    """forward(return_state=True) hands step() the state after the prompt (S4D: from its FFT
+    path, Mamba-2: the convolution window too, also for a prompt shorter than it)."""
+    m = make(cls, kwargs, seed=8).eval()
+    x = torch.randn(2, 10, D_MODEL, dtype=torch.float64)
+    y = m(x)
+    for prompt in (1, 2, 5, 10):
+        y_prompt, state = m(x[:, :prompt], return_state=True)
+        torch.testing.assert_close(y_prompt, y[:, :prompt])
+        for t in range(prompt, x.shape[1]):
+            y_t, state = m.step(x[:, t], state)
+            torch.testing.assert_close(y_t, y[:, t], rtol=1e-9, atol=1e-10)
+
+
 def test_s4d_fft_kernel_equals_its_step_response():
     """The FFT path's kernel is the impulse response of the recurrence step() runs."""
     m = make(S4D, {"d_state": 16}, seed=4)

@@ -49,6 +49,10 @@ def test_padded_batch_equals_each_sequence_alone(name, cls, kwargs, loop, bidire
             gb_x, *gb_p = torch.autograd.grad((yb * w[b : b + 1, :n]).sum(), [xb, *params], allow_unused=True)
             torch.testing.assert_close(g_x[b : b + 1, :n], gb_x, rtol=1e-10, atol=1e-12)
             alone_p = [acc + (gp if gp is not None else 0) for acc, gp in zip(alone_p, gb_p)]
+            if not bidirectional:  # the state after the last real position, as step() continues it
+                _, state = m(x[b : b + 1, :n], return_state=True)
+                for key, val in m(x, **how, return_state=True)[1].items():
+                    torch.testing.assert_close(val[b : b + 1], state[key], rtol=1e-10, atol=1e-12)
         for got, want in zip(g_p, alone_p):
             torch.testing.assert_close(got if got is not None else torch.zeros_like(want), want,
                                        rtol=1e-9, atol=1e-11)

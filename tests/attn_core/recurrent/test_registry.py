@@ -31,8 +31,8 @@ def test_a_plugin_registers_and_unregisters():
             super().__init__()
             self.d_model = d_model
 
-        def _forward(self, x, mask):
-            return x
+        def _forward(self, x, mask, return_state):
+            return x, None
 
     try:
         assert "identity_rnn" in list_recurrences() and "identity_rnn" not in list_recurrences(step=True)
@@ -47,6 +47,8 @@ def test_a_plugin_registers_and_unregisters():
             build_recurrence("identity_rnn", 4, bidirectional=True)
         with pytest.raises(NotImplementedError, match="Identity has no step"):
             layer.step(x[:, 0])
+        with pytest.raises(NotImplementedError, match="Identity cannot return its state"):
+            layer(x, return_state=True)
     finally:
         unregister_recurrence("identity_rnn")
     assert "identity_rnn" not in list_recurrences()
