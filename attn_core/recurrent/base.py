@@ -26,7 +26,7 @@ def resolve_mask(x: Tensor, lengths: Tensor | None = None, key_padding_mask: Ten
     real token after a padded one is refused: recurrences need each sequence to be a prefix."""
     batch, length = x.shape[0], x.shape[1]
     if lengths is not None and key_padding_mask is not None:
-        V.fail("lengths", "given", "pass lengths or key_padding_mask, not both")
+        raise ValueError("lengths and key_padding_mask were both given: pass lengths or key_padding_mask, not both")
     steps = torch.arange(length, device=x.device)
     if lengths is not None:
         V.check_tensor("lengths", lengths, 1, f"(B,) = ({batch},) integer tensor")

@@ -49,7 +49,7 @@ class Mamba2(RecurrentLayer):
         nheads = d_inner // headdim
         if nheads % ngroups:
             V.fail("ngroups", ngroups, f"expected a divisor of the number of heads {nheads}")
-        lo, hi = A_init_range
+        lo, hi = A_init_range if isinstance(A_init_range, (tuple, list)) and len(A_init_range) == 2 else (0, 0)
         if not 0 < lo <= hi:
             V.fail("A_init_range", A_init_range, "expected (low, high) with 0 < low <= high")
         if not 0 < dt_min < dt_max:
