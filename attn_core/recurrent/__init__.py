@@ -9,6 +9,7 @@ linear recurrences that train in parallel over the length and decode one step at
   ``(B, L, d_model) -> (B, L, d_model)``, takes ``lengths``/``key_padding_mask`` for right-padded
   batches and has ``step(x_t, state) -> (y_t, state)``;
 - :class:`Bidirectional`: two causal passes, one reversed within each sequence's length;
+- :class:`RecurrentEncoder`: ``num_layers`` pre-norm residual blocks of one recurrence;
 - :func:`param_groups`: optimiser groups from the per-parameter hints (``param._optim``) that
   mark state matrices and steps for no weight decay and their own learning rate.
 """
@@ -22,11 +23,12 @@ from attn_core.recurrent.min_rnn import MinRNN
 from attn_core.recurrent.s4d import S4D
 from attn_core.recurrent.mamba2 import Mamba2
 from attn_core.recurrent.lru import LRU
+from attn_core.recurrent.stack import RecurrentEncoder
 
 __all__ = [
     "linear_scan", "fft_conv", "segsum", "ssd_scan",
     "RecurrenceSpec", "register_recurrence", "unregister_recurrence", "get_recurrence", "list_recurrences",
     "build_recurrence",
     "RecurrentLayer", "Bidirectional", "resolve_mask", "reverse_within", "param_groups", "set_optim_hint",
-    "MinRNN", "S4D", "Mamba2", "LRU",
+    "MinRNN", "S4D", "Mamba2", "LRU", "RecurrentEncoder",
 ]
