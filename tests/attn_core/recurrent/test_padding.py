@@ -40,6 +40,7 @@ def test_padded_batch_equals_each_sequence_alone(name, cls, kwargs, loop, bidire
         g_x, *g_p = torch.autograd.grad((y * w.nan_to_num()).sum(), [x, *params], allow_unused=True)
         assert not g_x[~mask].any()
         alone_p = [torch.zeros_like(p) for p in params]
+        states = None if bidirectional else m(x, **how, return_state=True)[1]  # after each last real position
         for b, n in enumerate(LENGTHS):
             if n == 0:
                 continue
@@ -49,9 +50,9 @@ def test_padded_batch_equals_each_sequence_alone(name, cls, kwargs, loop, bidire
             gb_x, *gb_p = torch.autograd.grad((yb * w[b : b + 1, :n]).sum(), [xb, *params], allow_unused=True)
             torch.testing.assert_close(g_x[b : b + 1, :n], gb_x, rtol=1e-10, atol=1e-12)
             alone_p = [acc + (gp if gp is not None else 0) for acc, gp in zip(alone_p, gb_p)]
-            if not bidirectional:  # the state after the last real position, as step() continues it
+            if states is not None:  # the state step() continues from, as for the sequence alone
                 _, state = m(x[b : b + 1, :n], return_state=True)
-                for key, val in m(x, **how, return_state=True)[1].items():
+                for key, val in states.items():
                     torch.testing.assert_close(val[b : b + 1], state[key], rtol=1e-10, atol=1e-12)
         for got, want in zip(g_p, alone_p):
             torch.testing.assert_close(got if got is not None else torch.zeros_like(want), want,
