@@ -84,3 +84,13 @@ __all__ = [
     "window_allows",
     "window_mask",
 ]
+
+# modern recurrences (issue 31): the scan, the layer registry and the built-in layers
+from attn_core import recurrent  # noqa: E402
+from attn_core.recurrent import (  # noqa: E402
+    LRU, S4D, Bidirectional, Mamba2, MinRNN, RecurrentEncoder, build_recurrence, get_recurrence, linear_scan,
+    list_recurrences, register_recurrence,
+)
+
+__all__ += ["recurrent", "linear_scan", "register_recurrence", "get_recurrence", "list_recurrences",
+            "build_recurrence", "Bidirectional", "MinRNN", "S4D", "Mamba2", "LRU", "RecurrentEncoder"]

@@ -1,0 +1,72 @@
+"""The recurrence micro-benchmark (benchmarks.micro.recurrence): config, planning, checks on
+made-up points, and a tiny sweep end to end (JSON, plot, exit code)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.config.schema import ConfigError
+from benchmarks.micro import recurrence as br
+
+
+def _tiny(tmp_path, **extra) -> str:
+    body = {"device": "cpu", "warmup": 1, "repeats": 1, "min_repeats": 1, "isolate": False, "batch": 2, "d_model": 8,
+            "lengths": [8, 32], "params": {"mamba2": {"headdim": 4, "chunk_size": 8}}, "check_length": 32,
+            "loop_max_length": 32, **extra}
+    p = tmp_path / "recurrence.yaml"
+    p.write_text("benchmark: recurrence\n" + "\n".join(f"{k}: {json.dumps(v)}" for k, v in body.items()) + "\n")
+    return str(p)
+
+
+def test_shipped_config_plans_every_recurrence_the_scans_and_the_peers():
+    cfg = br.load_config()
+    points = br.plan_points(cfg, "cpu")
+    methods = {p["method"]: p["family"] for p in points}
+    assert methods == {"scan_doubling": "scan", "scan_loop": "scan", "torch_gru": "peer", "torch_lstm": "peer",
+                       "min_rnn": "recurrence", "s4d": "recurrence", "mamba2": "recurrence", "lru": "recurrence"}
+    assert {p["L"] for p in points} == set(cfg["lengths"]["cpu"]) and cfg["check_length"]["cpu"] in cfg["lengths"]["cpu"]
+
+
+def test_the_loop_stops_at_its_longest_length(tmp_path):
+    cfg = br.load_config(_tiny(tmp_path, loop_max_length=8))
+    assert [p["L"] for p in br.plan_points(cfg, "cpu") if p["method"] == "scan_loop"] == [8]
+
+
+def test_bad_recurrences_are_one_line_naming_the_valid_ones(tmp_path):
+    with pytest.raises(ConfigError, match=r"recurrences: recurrence='gru' is invalid: expected one of 'min_rnn', "):
+        br.load_config(_tiny(tmp_path, recurrences=["gru"]))
+    with pytest.raises(ConfigError, match=r"recurrences='lru' is invalid: expected 'all' or a list"):
+        br.load_config(_tiny(tmp_path, recurrences="lru"))
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) 'nope' for recurrence='lru'"):
+        br.load_config(_tiny(tmp_path, params={"lru": {"nope": 1}, "mamba2": {"headdim": 4}}))
+
+
+def _pt(method, family, L, ms, status="ok"):
+    return {"method": method, "family": family, "L": L, "status": status, "time_ms": ms}
+
+
+def test_checks_catch_a_quadratic_layer_and_a_slow_scan():
+    points = [_pt("scan_doubling", "scan", 8, 1.0), _pt("scan_loop", "scan", 8, 2.0),
+              _pt("scan_doubling", "scan", 64, 20.0), _pt("scan_loop", "scan", 64, 10.0),
+              _pt("torch_gru", "peer", 8, 1.0), _pt("torch_gru", "peer", 64, 64.0),
+              _pt("lru", "recurrence", 8, 1.0), _pt("lru", "recurrence", 64, 8.0),
+              _pt("quad", "recurrence", 8, 1.0), _pt("quad", "recurrence", 64, 64.0)]
+    checks = {c["name"]: c for c in br.compute_checks(points, check_length=64, linear_limit=3.0)}
+    assert checks["speedup scan_doubling vs scan_loop @ L=64"]["pass"] is False
+    assert checks["lru: time per position L=64 / L=8"]["pass"] is True
+    assert checks["quad: time per position L=64 / L=8"]["pass"] is False
+    assert checks["torch_gru: time per position L=64 / L=8"]["pass"] is None  # a peer's growth is information
+    assert checks["lru time / torch_gru @ L=64"]["value"] == 0.125 and checks["lru time / torch_gru @ L=64"]["pass"] is None
+
+
+def test_a_tiny_sweep_writes_its_json_and_plot(tmp_path):
+    out = tmp_path / "out"
+    assert br.main(config=_tiny(tmp_path, recurrences=["min_rnn", "mamba2"], peers=False), out=out, log=lambda s: None) == 0
+    doc = json.loads((out / "bench_recurrence.json").read_text())
+    assert doc["status"] == "done" and doc["plot"] == "bench_recurrence.png" and (out / "bench_recurrence.png").stat().st_size
+    assert {(r["method"], r["L"]) for r in doc["points"]} == {(m, L) for m in ("scan_doubling", "scan_loop", "min_rnn",
+                                                                               "mamba2") for L in (8, 32)}
+    assert all(r["status"] == "ok" and r["time_ms"] > 0 for r in doc["points"])
+    assert any(c["name"].startswith("speedup scan_doubling vs scan_loop") for c in doc["checks"])
