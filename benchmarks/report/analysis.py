@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 from benchmarks.report import stats
 from benchmarks.run.records import load_manifests, load_records
 from benchmarks.report.budget import budget_warnings, machine_warnings
-from benchmarks.report.format import as_number, fmt_metric
+from benchmarks.report.format import as_number, fmt_ci, fmt_metric
 from benchmarks.report.results import (
     BASELINE_FAMILIES,
     CONFIDENCE,
@@ -388,17 +388,23 @@ def _compare(g: Group, fam: str, confidence: float) -> Comparison:
     if base is None:
         return Comparison(fam, att, None, None, None, absent(fam))
     diff = stats.compare(att.values, base.values, att.seeds, base.seeds, confidence=confidence)
+    diff = diff.clip(stats.difference_bounds(METRIC_BOUNDS.get(g.metric)))
     v = stats.verdict(diff, g.mode)
     return Comparison(fam, att, base, diff, v, _comparison_sentence(att, base, diff, v, g))
 
 
 def _comparison_sentence(att: ModelResult, base: ModelResult, d: stats.Difference, v: str, g: Group) -> str:
     pct = int(round(d.confidence * 100))
-    if d.ci_defined:
-        ci = f"{pct}% CI [{fmt_metric(d.ci_low)}, {fmt_metric(d.ci_high)}]"
-    else:
-        ci = f"{pct}% CI undefined (n={min(d.n_a, d.n_b)})"
     how = f"paired over {d.n_a} seeds" if d.method == "paired" else f"Welch, n={d.n_a} vs {d.n_b}"
+    if v == stats.TOO_FEW:
+        return (f"too few seeds (n={d.n}) to compare {att.model} with {base.model} (a verdict needs at least "
+                f"{stats.MIN_SEEDS} per model): {g.metric} difference {d.diff:+.4g} ({how})")
+    if d.identical:
+        ci = f"every seed gives the same difference (n={d.n}, identical)"
+    elif d.ci_defined:
+        ci = f"{pct}% CI {fmt_ci(d.ci_low, d.ci_high, d.n, clipped=d.clipped)}"
+    else:
+        ci = f"{pct}% CI undefined (n={d.n})"
     vs = {
         stats.BETTER: f"{att.model} is better than {base.model}",
         stats.WORSE: f"{att.model} is worse than {base.model}",

@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 
+from benchmarks.report import stats
 from benchmarks.report.analysis import analyse, result_roots
 from benchmarks.report.budget import leaderboard_note
 from benchmarks.report.document import (
@@ -76,7 +77,10 @@ def _group_blocks(g: Group, an: Analysis, plots_dir: Path, out: Path, written: d
         f"Difference = attention − baseline in {g.metric}; best model of a family by mean "
         f"(the interval does not account for that selection). Paired t-interval when both models ran the "
         f"same seeds, Welch otherwise. Verdict: the {pct}% CI excludes 0 (better/worse w.r.t. the metric's "
-        f"direction) or not (no significant difference).", "note"))
+        f"direction) or not (no significant difference); with fewer than {stats.MIN_SEEDS} successful seeds "
+        f"in either model: too few seeds (n = the smaller count), no verdict. Intervals of bounded metrics are "
+        f"clipped to the metric's range (marked); tied seeds show \"identical\" instead of a zero-width interval.",
+        "note"))
     stem = slug(g.suite if an.multi_suite else "", g.task, g.dataset)
     plots = [
         (f"{stem}__quality_vs_time.png", lambda p: plot_quality_vs(

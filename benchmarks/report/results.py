@@ -22,7 +22,9 @@ BASELINE_FAMILIES = ("rnn", "cnn")
 CONFIDENCE = 0.95
 
 #: Range of bounded metrics (as records store them): confidence intervals are clipped to it.
-METRIC_BOUNDS: dict[str, tuple[float, float]] = {"acc": (0.0, 1.0), "bleu": (0.0, 100.0), "chrf": (0.0, 100.0)}
+METRIC_BOUNDS: dict[str, tuple[float | None, float | None]] = {
+    "acc": (0.0, 1.0), "f1": (0.0, 1.0), "bleu": (0.0, 100.0), "chrf": (0.0, 100.0), "per": (0.0, None), "wer": (0.0, None),
+}
 
 #: ``warn(kind, message)``: a warning of the report, listed under its kind's title.
 Warn = Callable[[str, str], None]

@@ -12,10 +12,11 @@ from typing import Any, Sequence
 from benchmarks.report.budget import model_marker
 from benchmarks.report.document import Block, BulletList, Heading, Paragraph, Table, write_text_atomic
 from benchmarks.report.format import as_number, csv_value, fmt_bytes, fmt_ci, fmt_metric, fmt_seconds, fmt_si
-from benchmarks.report.results import BASELINE_FAMILIES, CONFIDENCE, Analysis, Group, group_title
+from benchmarks.report import stats
+from benchmarks.report.results import BASELINE_FAMILIES, CONFIDENCE, Analysis, Comparison, Group, group_title
 
 __all__ = ["MEM_KINDS", "SUMMARY_COLUMNS", "COST_COLUMNS", "WARNING_TITLES", "leaderboard_table",
-           "comparison_table", "overview_table", "warning_blocks", "summary_rows", "write_summary_csv"]
+           "comparison_table", "verdict_label", "overview_table", "warning_blocks", "summary_rows", "write_summary_csv"]
 
 MEM_KINDS = {"cuda_allocated": "CUDA allocator peak", "cpu_rss_growth": "CPU RSS growth"}
 
@@ -49,8 +50,9 @@ def leaderboard_table(g: Group, confidence: float = CONFIDENCE, *, missing_colum
         if s is not None and s.mean is not None:
             rank += 1
             r = str(rank)
-            ms = fmt_metric(s.mean) + (f" ± {fmt_metric(s.std)}" if s.std is not None else " (n=1)")
-            ci = fmt_ci(s.ci_low, s.ci_high, s.n)
+            ms = fmt_metric(s.mean) + (" (n=1)" if s.std is None else f" (n={s.n}, identical)" if s.identical
+                                       else f" ± {fmt_metric(s.std)}")
+            ci = fmt_ci(s.ci_low, s.ci_high, s.n, clipped=s.clipped, identical=s.identical)
         else:
             r, ms, ci = "–", "–", "–"
         c = m.cost
@@ -80,14 +82,23 @@ def comparison_table(g: Group, confidence: float = CONFIDENCE) -> Table:
                          c.baseline.model if c.baseline else "–", "–", "–", "–", c.message])
             continue
         d = c.difference
+        too_few = c.verdict == stats.TOO_FEW
         rows.append([
             f"attention vs {c.baseline_family}", c.attention.model, c.baseline.model, f"{d.diff:+.4g}",
-            fmt_ci(d.ci_low, d.ci_high, min(d.n_a, d.n_b)),
+            f"– (n={d.n})" if too_few else fmt_ci(d.ci_low, d.ci_high, d.n, clipped=d.clipped, identical=d.identical),
             f"paired t, {d.n_a} seeds" if d.method == "paired" else f"Welch t, n={d.n_a} vs {d.n_b}",
-            c.verdict,
+            verdict_label(c),
         ])
     return Table(["comparison", "best attention", "best baseline", "difference (attention − baseline)",
                   f"{pct}% CI", "interval", "verdict"], rows)
+
+
+def verdict_label(c: Comparison) -> str:
+    """A comparison's verdict with its number of seeds (``better (n=5)``, ``too few seeds
+    (n=2)``); the reason when there is no comparison."""
+    if c.verdict is None or c.difference is None:
+        return c.message
+    return f"{c.verdict} (n={c.difference.n})"
 
 
 def overview_table(groups: Sequence[Group], multi: bool) -> Table:
@@ -97,7 +108,7 @@ def overview_table(groups: Sequence[Group], multi: bool) -> Table:
         ranked = g.ranked
         best = f"{ranked[0].model} ({fmt_metric(ranked[0].mean)})" if ranked else "–"
         rows.append([group_title(g, multi), f"{g.metric} ({g.mode})", str(len(g.models)), best,
-                     *[c.verdict or c.message for c in g.comparisons]])
+                     *[verdict_label(c) for c in g.comparisons]])
     return Table(["task / dataset", "metric", "models", "best (mean)",
                   *[f"attention vs {f}" for f in BASELINE_FAMILIES]], rows)
 
