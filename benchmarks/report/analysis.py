@@ -10,15 +10,14 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import warnings
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from benchmarks.report import stats
-from benchmarks.run.records import load_manifests, load_records
 from benchmarks.report.budget import budget_warnings, machine_warnings
 from benchmarks.report.format import as_number, fmt_ci, fmt_metric
+from benchmarks.report.inputs import load_inputs
 from benchmarks.report.results import (
     BASELINE_FAMILIES,
     CONFIDENCE,
@@ -248,14 +247,11 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
     def warn(kind: str, msg: str) -> None:
         warns[kind].append(msg)
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        records = [rec for r in roots for rec in load_records(r)]
-        manifests = [m for r in roots for m in load_manifests(r)]
-    for w in caught:
-        warn("unreadable", str(w.message))
+    records, manifests = load_inputs(roots, warn)  # a bad file is a warning, never an exception
     if not records and not manifests:
-        raise ReportError(f"no attnbench result records or suite manifests under {', '.join(map(str, roots))}")
+        bad = warns.get("unreadable", [])
+        raise ReportError(f"no attnbench result records or suite manifests under {', '.join(map(str, roots))}"
+                          + (f" ({len(bad)} file(s) left out; the first: {bad[0]})" if bad else ""))
 
     def rel(rec: dict[str, Any]) -> str:
         """A record's path inside its folder; in a combined report, the folder as named first
@@ -350,7 +346,7 @@ def _warn_records(records: list[dict[str, Any]], groups: list[Group], multi: boo
     """Warnings over all records: a shared device, different budgets or machines in one table,
     several git commits or a dirty working tree."""
     # ---- records measured on a shared device: their time budgets and throughput are not comparable
-    shared = [rec for rec in records if int(((rec.get("resources") or {}).get("cells_sharing_device")) or 1) > 1]
+    shared = [rec for rec in records if (as_number((rec.get("resources") or {}).get("cells_sharing_device")) or 1) > 1]
     if shared:
         shown = ", ".join(rel(r) for r in shared[:5]) + (f", ... ({len(shared) - 5} more)" if len(shared) > 5 else "")
         warn("shared", f"{len(shared)} record(s) were measured with the device shared between cells "

@@ -14,6 +14,7 @@ from typing import Sequence
 from benchmarks.report import stats
 from benchmarks.report.analysis import analyse, result_roots
 from benchmarks.report.budget import leaderboard_note
+from benchmarks.report.checks import bench_outputs, bench_warnings
 from benchmarks.report.document import (
     Block,
     BulletList,
@@ -43,6 +44,7 @@ from benchmarks.report.tables import (
     overview_table,
     summary_rows,
     warning_blocks,
+    warning_summary,
     write_summary_csv,
 )
 from benchmarks.report.test_sets import test_set_table
@@ -192,10 +194,14 @@ def write_report(
                   "note"),
     ]
     blocks += environment_blocks(an)
-    blocks += [Heading(2, "Overview", "overview"), overview_table(an.groups, an.multi_suite)]
-    if any(warns.values()):
-        n = sum(len(v) for v in warns.values())
-        blocks.append(Paragraph(f"{n} warning(s): see Warnings at the end.", "warn"))
+    blocks += [Heading(2, "Overview", "overview")]
+    overview_at = len(blocks)  # the warnings' summary goes here once every section has added its own
+    blocks.append(overview_table(an.groups, an.multi_suite))
+    bench_warnings(bench_outputs(root, bench_dirs), warn)  # failed checks, busy machine, ...
+    for g in an.groups:
+        capped = leaderboard_note(g.models)
+        if capped:
+            warn("time_caps", f"{group_title(g, an.multi_suite)}: {capped}")
     for g in an.groups:
         blocks += _group_blocks(g, an, plots_dir, out, written, warn)
     blocks += variants_blocks(an, plots_dir, written)  # only when a domain ran an efficient attention pattern
@@ -214,6 +220,7 @@ def write_report(
             warn("render", f"complexity benchmark (Table 1): {type(exc).__name__}: {exc}")
     blocks += _datasize_blocks(an, plots_dir, written, warn)
     blocks += bench_blocks(root, bench_dirs, plots_dir, out, warn)
+    blocks[overview_at:overview_at] = warning_summary(warns)
     blocks += warning_blocks(warns)
 
     written["summary.csv"] = write_summary_csv(out / "summary.csv", summary_rows(an))

@@ -16,7 +16,7 @@ from benchmarks.report import stats
 from benchmarks.report.results import BASELINE_FAMILIES, CONFIDENCE, Analysis, Comparison, Group, group_title
 
 __all__ = ["MEM_KINDS", "SUMMARY_COLUMNS", "COST_COLUMNS", "WARNING_TITLES", "leaderboard_table",
-           "comparison_table", "verdict_label", "overview_table", "warning_blocks", "summary_rows", "write_summary_csv"]
+           "comparison_table", "verdict_label", "overview_table", "warning_summary", "warning_blocks", "summary_rows", "write_summary_csv"]
 
 MEM_KINDS = {"cuda_allocated": "CUDA allocator peak", "cpu_rss_growth": "CPU RSS growth"}
 
@@ -142,7 +142,10 @@ def write_summary_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
 #: Warning kinds in the order the Warnings section lists them, with their titles.
 WARNING_TITLES = (
     ("failed", "Failed cells"),
+    ("failed_checks", "Failed micro-benchmark checks"),
     ("missing", "Missing cells (in a suite manifest, no record)"),
+    ("bench", "Micro-benchmark warnings"),
+    ("time_caps", "Training ended by the time cap"),
     ("unequal_seeds", "Unequal seed counts"),
     ("shared", "Measured on a shared device"),
     ("budgets", "Models stopped by different budgets"),
@@ -158,6 +161,26 @@ WARNING_TITLES = (
 )
 
 
+def _kinds(warns: dict[str, list[str]]) -> list[str]:
+    titles = dict(WARNING_TITLES)
+    return [k for k, _ in WARNING_TITLES if warns.get(k)] + sorted(k for k in set(warns) - set(titles) if warns[k])
+
+
+def warning_summary(warns: dict[str, list[str]], shown: int = 3) -> list[Block]:
+    """The top of the Overview: how many warnings, and per kind its count and first ``shown``
+    messages (a failed check reads here as plainly as a failed cell); nothing when there are none."""
+    if not any(warns.values()):
+        return []
+    titles = dict(WARNING_TITLES)
+    n = sum(len(v) for v in warns.values())
+    items = []
+    for kind in _kinds(warns):
+        msgs = warns[kind]
+        more = f" (+{len(msgs) - shown} more)" if len(msgs) > shown else ""
+        items.append(f"{titles.get(kind, kind)} ({len(msgs)}): " + " | ".join(msgs[:shown]) + more)
+    return [Paragraph(f"{n} warning(s), listed in full under Warnings at the end:", "warn"), BulletList(items, "warn")]
+
+
 def warning_blocks(warns: dict[str, list[str]]) -> list[Block]:
     """The Warnings section: a list per kind, known kinds first; "None." when there are none."""
     blocks: list[Block] = [Heading(2, "Warnings", "warnings")]
@@ -165,8 +188,7 @@ def warning_blocks(warns: dict[str, list[str]]) -> list[Block]:
         blocks.append(Paragraph("None."))
         return blocks
     titles = dict(WARNING_TITLES)
-    for kind in [k for k, _ in WARNING_TITLES] + sorted(set(warns) - set(titles)):
-        msgs = warns.get(kind)
-        if msgs:
-            blocks += [Heading(3, f"{titles.get(kind, kind)} ({len(msgs)})"), BulletList(list(msgs), "warn")]
+    for kind in _kinds(warns):
+        msgs = warns[kind]
+        blocks += [Heading(3, f"{titles.get(kind, kind)} ({len(msgs)})"), BulletList(list(msgs), "warn")]
     return blocks

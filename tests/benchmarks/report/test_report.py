@@ -358,6 +358,7 @@ def test_find_bench_complexity_and_unreadable_json(tmp_path):
     written = report.write_report(tmp_path / "s", tmp_path / "out", bench_dirs=[tmp_path / "b"])
     md = written["REPORT.md"].read_text(encoding="utf-8")
     assert "Why self-attention: Table 1 measured" in md and "bench_complexity.json: not readable as JSON" in md
+    assert md.count("bench_complexity.json: not readable") == 2  # under Warnings and at the top of the Overview
 
 
 def test_document_blocks_render_to_markdown_and_html(tmp_path):
