@@ -40,6 +40,7 @@ from benchmarks.report.results import CONFIDENCE, METRIC_BOUNDS, Analysis, Group
 from benchmarks.report.sections import bench_blocks, extras_blocks, load_sections
 from benchmarks.report.tables import (
     comparison_table,
+    flops_note,
     leaderboard_table,
     overview_table,
     summary_rows,
@@ -65,6 +66,9 @@ def _group_blocks(g: Group, an: Analysis, plots_dir: Path, out: Path, written: d
     capped = leaderboard_note(g.models)
     if capped:
         blocks.append(Paragraph(capped, "warn"))
+    flops = flops_note(g)
+    if flops:
+        blocks.append(Paragraph(flops, "note"))
     sets = test_set_table(g.models, g.metric, an.confidence, METRIC_BOUNDS.get(g.metric),
                           fmt_metric, lambda msg, t=title: warn("test_sets", f"{t}: {msg}"))
     if sets is not None:

@@ -13,9 +13,21 @@ from benchmarks.report.budget import model_marker
 from benchmarks.report.document import Block, BulletList, Heading, Paragraph, Table, write_text_atomic
 from benchmarks.report.format import as_number, csv_value, fmt_bytes, fmt_ci, fmt_metric, fmt_seconds, fmt_si
 from benchmarks.report import stats
-from benchmarks.report.results import BASELINE_FAMILIES, CONFIDENCE, Analysis, Comparison, Group, group_title
+from benchmarks.report.results import (
+    BASELINE_FAMILIES,
+    CONFIDENCE,
+    Analysis,
+    Comparison,
+    Group,
+    ModelResult,
+    effective_pattern,
+    group_title,
+    longest_input,
+    record_window,
+)
+from benchmarks.run.flops import FLOPS_RULE
 
-__all__ = ["MEM_KINDS", "SUMMARY_COLUMNS", "COST_COLUMNS", "WARNING_TITLES", "leaderboard_table",
+__all__ = ["FLOPS_MARK", "flops_may_miss_recurrent", "flops_note", "pattern_label", "MEM_KINDS", "SUMMARY_COLUMNS", "COST_COLUMNS", "WARNING_TITLES", "leaderboard_table",
            "comparison_table", "verdict_label", "overview_table", "warning_summary", "warning_blocks", "summary_rows", "write_summary_csv"]
 
 MEM_KINDS = {"cuda_allocated": "CUDA allocator peak", "cpu_rss_growth": "CPU RSS growth"}
@@ -63,12 +75,47 @@ def leaderboard_table(g: Group, confidence: float = CONFIDENCE, *, missing_colum
         if len(m.ok) != len(m.values):
             seeds += f" ({len(m.ok) - len(m.values)} ok without metric)"
         rows.append([
-            r, m.model + model_marker(m.ok), m.family, str(m.pattern or "–"), ms, ci, fmt_si(c.get("params")),
-            fmt_si(c.get("flops_per_sample")), fmt_seconds(c.get("train_time_s_mean")),
+            r, m.model + model_marker(m.ok), m.family, pattern_label(m), ms, ci, fmt_si(c.get("params")),
+            fmt_si(c.get("flops_per_sample")) + (FLOPS_MARK if flops_may_miss_recurrent(m) else ""),
+            fmt_seconds(c.get("train_time_s_mean")),
             _throughput(c.get("train_samples_per_s"), c.get("train_tokens_per_s")),
             _throughput(c.get("infer_samples_per_s"), c.get("infer_tokens_per_s")), mem, seeds,
         ])
     return Table(headers, rows)
+
+
+#: the leaderboard's marker on FLOPs counted before recurrent layers were (see :func:`flops_note`)
+FLOPS_MARK = " ‡"
+
+
+def flops_may_miss_recurrent(m: ModelResult) -> bool:
+    """A recurrent model (family ``rnn``) whose records do not say their FLOPs count recurrent
+    layers (``cost.flops_rule``): torch's counter gives a fused LSTM/GRU/RNN op 0 FLOPs."""
+    return m.family == "rnn" and any((r.get("cost") or {}).get("flops_rule") != FLOPS_RULE for r in m.ok) \
+        and any(as_number((r.get("cost") or {}).get("flops_per_sample")) is not None for r in m.ok)
+
+
+def flops_note(g: Group) -> str | None:
+    """The footnote under a leaderboard with :data:`FLOPS_MARK` models."""
+    marked = [m.model for m in g.models if flops_may_miss_recurrent(m)]
+    if not marked:
+        return None
+    return (f"‡ FLOPs/sample of {', '.join(marked)}: recurrent layers not counted. These records were measured "
+            f"before attnbench counted them; torch's FLOP counter gives a fused LSTM/GRU/RNN (cuDNN on GPU, "
+            f"an unpacked LSTM on CPU) 0 FLOPs, so the figure may cover only the other layers.")
+
+
+def pattern_label(m: ModelResult) -> str:
+    """The configured pattern, and beside it the effective one when a window covers every input
+    (``truncated (w=64) = full: inputs <= 58``)."""
+    label = str(m.pattern or "–")
+    full = [(record_window(r), longest_input(r)) for r in m.ok
+            if effective_pattern(m.pattern, record_window(r), longest_input(r)) == "full"]
+    if full and len(full) == len(m.ok):
+        w = max(x[0] for x in full)
+        longest = max(x[1] for x in full)
+        return f"{label} (w={w}) = full: inputs <= {longest}"
+    return label
 
 
 def comparison_table(g: Group, confidence: float = CONFIDENCE) -> Table:
