@@ -100,9 +100,9 @@ def flops_note(g: Group) -> str | None:
     marked = [m.model for m in g.models if flops_may_miss_recurrent(m)]
     if not marked:
         return None
-    return (f"‡ FLOPs/sample of {', '.join(marked)}: recurrent layers not counted. These records were measured "
-            f"before attnbench counted them; torch's FLOP counter gives a fused LSTM/GRU/RNN (cuDNN on GPU, "
-            f"an unpacked LSTM on CPU) 0 FLOPs, so the figure may cover only the other layers.")
+    return (f"‡ FLOPs/sample of {', '.join(marked)}: recurrent layers possibly not counted. These records were "
+            f"measured before attnbench counted recurrent layers: torch's FLOP counter gives a fused LSTM/GRU/RNN "
+            f"op (cuDNN on GPU, an unpacked LSTM on CPU) 0 FLOPs, so the figure may cover only the other layers.")
 
 
 def pattern_label(m: ModelResult) -> str:
