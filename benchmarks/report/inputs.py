@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from benchmarks.run.records import MANIFEST, load_records
 from benchmarks.report.results import Warn
 
-__all__ = ["RECORD_FIELDS", "record_problem", "manifest_problem", "load_inputs"]
+__all__ = ["RECORD_FIELDS", "NESTED_FIELDS", "record_problem", "manifest_problem", "load_inputs"]
 
 _SCALAR = (str, int, float)
 _NAME = (str, int)  # task, dataset and model names (a number is shown as its text)
@@ -26,15 +26,30 @@ RECORD_FIELDS: dict[str, tuple[type, ...]] = {
     "family": (str,), "pattern": (str,), "seed": _SCALAR, "reason": _SCALAR, "metric": (dict,), "test": (dict,),
     "best_val": (dict,), "cost": (dict,), "curve": (list,), "data": (dict,), "extras": (dict,), "config": (dict,),
     "env": (dict,), "stop": (dict,), "resources": (dict,), "started": (str,), "finished": (str,),
-    "epochs_run": (int, float),
+    "epochs_run": (int, float), "test_sets": (dict,),
 }
-_NUMERIC_DICTS = ("test", "cost")  # values: numbers (or null) ...
-_TEXT_KEYS = ("peak_mem_kind",)  # ... except these text values of cost
+_NUM = (int, float)
+#: field -> sub-field -> types, for the sub-fields the report reads
+NESTED_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
+    "data": {"name": _NAME, "checksum": (str,), "info": (dict,), "train_size": _NUM, "max_len": _NUM,
+             "train_fraction": _NUM, "synthetic": (bool,)},
+    "env": {"git_commit": (str,), "git_dirty": (bool,), "date": (str,), "fingerprint": (dict,), "device": (str,),
+            "device_name": (str,), "cpu_count": _NUM, "torch_threads": _NUM},
+    "stop": {"reason": (str,), "epochs": _NUM, "max_epochs": _NUM, "time_cap_s": _NUM},
+    "resources": {"cells_sharing_device": _NUM},
+    "config": {"model_params": (dict,), "trainer": (dict,), "dataset_params": (dict,), "module_params": (dict,),
+               "train_fraction": _NUM},
+    "best_val": {"value": _NUM, "epoch": _NUM},
+    # the costs the report shows (other keys, such as a newer record's details, are not read)
+    "cost": {**{k: _NUM for k in ("params", "flops_per_sample", "train_time_s", "train_samples_per_s",
+                                  "infer_samples_per_s", "train_tokens_per_s", "infer_tokens_per_s",
+                                  "peak_mem_bytes")}, "peak_mem_kind": (str,), "flops_rule": (str,)},
+}
 
 
 def _type_names(types: tuple[type, ...]) -> str:
     return " or ".join({dict: "an object", list: "a list", str: "a string", int: "an integer",
-                        float: "a number"}.get(t, t.__name__) for t in types)
+                        float: "a number", bool: "a boolean"}.get(t, t.__name__) for t in types)
 
 
 def _kind(x: Any) -> str:
@@ -55,12 +70,12 @@ def record_problem(rec: dict[str, Any]) -> str | None:
         for k in ("name", "mode"):
             if m.get(k) is not None and not isinstance(m.get(k), str):
                 return f"field 'metric.{k}' is {_kind(m[k])} ({_short(m[k])}), expected a string"
-    for key in _NUMERIC_DICTS:
-        for k, v in (rec.get(key) or {}).items():
-            if v is None or k in _TEXT_KEYS:
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                return f"field '{key}.{k}' is {_kind(v)} ({_short(v)}), expected a number"
+    for key, subs in NESTED_FIELDS.items():
+        block = rec.get(key) or {}
+        for k, types in subs.items():
+            v = block.get(k)
+            if v is not None and (not isinstance(v, types) or (isinstance(v, bool) and bool not in types)):
+                return f"field '{key}.{k}' is {_kind(v)} ({_short(v)}), expected {_type_names(types)}"
     for i, point in enumerate(rec.get("curve") or []):
         if not isinstance(point, dict):
             return f"field 'curve[{i}]' is {_kind(point)}, expected an object"

@@ -136,3 +136,34 @@ def test_text_from_configs_and_records_is_escaped_in_html(tmp_path):
     assert "<script" not in html
     assert "&lt;script&gt;alert(&#x27;desc&#x27;)&lt;/script&gt;" in html
     assert "&lt;script&gt;alert(&#x27;reason&#x27;)&lt;/script&gt;" in html
+
+
+def _wrong(value):
+    return "text" if isinstance(value, (list, dict)) else ["a", "list"]
+
+
+FIELDS = sorted(report.inputs.RECORD_FIELDS)
+NESTED = [("cost", {"params": "many"}), ("test", {"acc": "high"}), ("metric", {"name": ["acc"], "mode": "max"}),
+          ("curve", ["x"]), ("env", {"fingerprint": "fast", "git_commit": 5, "date": 3}),
+          ("data", {"info": 5, "checksum": ["x"], "max_len": "long"}), ("stop", {"reason": 5, "epochs": "x"}),
+          ("resources", {"cells_sharing_device": "two"}), ("extras", {"confusion": "x"}),
+          ("config", {"model_params": "x", "trainer": 5}), ("test_sets", {"other": "x"})]
+
+
+def test_any_field_of_the_wrong_type_is_a_warning_never_an_exception(tmp_path):
+    """Every top-level field of the wrong type, and nested fields of the wrong type, in one folder:
+    the report is written, each bad file named; none of it raises."""
+    d = _suite(tmp_path)
+    bad_paths = []
+    for i, key in enumerate(FIELDS):
+        rec = make_record("toy", "synth", "lstm", 100 + i, "acc", "max", 0.5)
+        bad_paths.append(record_path(d, rec))  # where the good record would lie
+        rec[key] = _wrong(rec.get(key))
+        write_json_atomic(bad_paths[-1], rec)
+    for i, (key, value) in enumerate(NESTED):
+        rec = make_record("toy", "synth", "transformer", 200 + i, "acc", "max", 0.5)
+        rec[key] = value
+        write_json_atomic(record_path(d, rec), rec)
+    md = report.write_report(d)["REPORT.md"].read_text(encoding="utf-8")
+    for p in bad_paths:
+        assert str(p) in md
