@@ -167,3 +167,11 @@ def test_any_field_of_the_wrong_type_is_a_warning_never_an_exception(tmp_path):
     md = report.write_report(d)["REPORT.md"].read_text(encoding="utf-8")
     for p in bad_paths:
         assert str(p) in md
+
+
+def test_check_results_read_as_what_they_are():
+    assert report.check_result({"pass": True, "target": "oom (expected)", "value": "oom"}) == "PASS"
+    assert report.check_result({"pass": None, "target": "oom (expected)", "value": "ok"}) == "not applicable"
+    assert report.check_result({"pass": None, "target": "2 (paper)"}) == "info"
+    assert report.check_result({"pass": None, "target": "info"}) == "info"
+    assert report.check_result({"pass": False, "target": "<= 1.0"}) == "FAIL"
