@@ -27,6 +27,7 @@ __all__ = [
     "make_inputs",
     "attn_core_fingerprint",
     "busy_warning",
+    "runnable_others",
     "run_point",
     "point_record",
     "mib",
@@ -97,13 +98,42 @@ def attn_core_fingerprint() -> str | None:
 
 
 # --------------------------------------------------------------------------- the sweep
-def busy_warning(env: dict, device: str) -> str | None:
-    """A warning when a CPU run starts on a busy machine (1-minute load >= half the cores)."""
+def runnable_others(samples: int = 10, interval_s: float = 0.05) -> float | None:
+    """How many tasks other than this one are runnable now: the mean over ``samples`` readings
+    of the running count in ``/proc/loadavg`` (which counts the reading thread itself, hence
+    minus one); None where there is no ``/proc/loadavg``. Unlike the 1-minute load average, it
+    does not remember the workers of a run that just finished (their load decays over minutes)."""
+    import time
+
+    counts = []
+    for k in range(samples):
+        try:
+            with open("/proc/loadavg", encoding="ascii") as f:
+                running = int(f.read().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        counts.append(max(running - 1, 0))
+        if k + 1 < samples:
+            time.sleep(interval_s)
+    return sum(counts) / len(counts)
+
+
+def busy_warning(env: dict, device: str, now: Callable[[], float | None] = runnable_others) -> str | None:
+    """A warning when a CPU run starts on a busy machine: the 1-minute load is at least half the
+    cores *and* other tasks are runnable now (``now()``, at least half the cores too; recorded
+    as ``env["runnable_others"]``). The second test keeps the warning from firing on the load of
+    the run's own workers, which have finished when its micro-benchmarks start but still weigh
+    on the 1-minute average. Where ``now()`` cannot tell (None), the load average decides."""
     load = env.get("load_average")
     cores = env.get("cpu_affinity") or env.get("cpu_count") or 1
-    if device == "cpu" and load and load[0] >= 0.5 * cores:
-        return f"machine busy at start: load average {load[0]:.2f} on {cores} cores"
-    return None
+    if device != "cpu" or not load or load[0] < 0.5 * cores:
+        return None
+    others = now()
+    env["runnable_others"] = others
+    if others is not None and others < 0.5 * cores:
+        return None
+    return (f"machine busy at start: load average {load[0]:.2f} on {cores} cores"
+            + (f", {others:.1f} other tasks runnable" if others is not None else ""))
 
 
 def run_point(

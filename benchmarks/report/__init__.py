@@ -15,7 +15,9 @@ Sections: environment (with a note where records disagree), overview, per task/d
 leaderboard, the best attention model against the best RNN and CNN baselines (difference
 with a 95% CI and a verdict, see :mod:`benchmarks.report.stats`) and plots; the attention scaling
 benchmark; "Why self-attention: Table 1 measured" (the complexity benchmark); warnings (failed
-and missing cells, unequal seed counts, several git commits, ...).
+and missing cells, failed micro-benchmark checks and the warnings benchmarks stored, time caps,
+unequal seed counts, several git commits, ...), listed at the end and summarised at the top of the
+Overview. :func:`failed_checks` gives ``attnbench run`` the failed checks of a results folder.
 
 Aggregation over the ``ok`` seeds of a model (failed seeds never enter a statistic):
 
@@ -63,7 +65,14 @@ from benchmarks.report.document import (
     render_markdown,
 )
 from benchmarks.report.format import fmt_bytes, fmt_ci, fmt_metric, fmt_seconds, fmt_si
-from benchmarks.report.micro import BenchAttention, bench_candidate_dirs, find_bench_attention, find_bench_complexity
+from benchmarks.report.checks import bench_outputs, failed_checks
+from benchmarks.report.micro import (
+    BenchAttention,
+    bench_candidate_dirs,
+    check_result,
+    find_bench_attention,
+    find_bench_complexity,
+)
 from benchmarks.report.results import (
     BASELINE_FAMILIES,
     CONFIDENCE,
@@ -97,7 +106,9 @@ __all__ = [
     "render_html", "render_html_fragment", "embed_png", "leaderboard_table", "comparison_table",
     "fmt_metric", "fmt_si", "fmt_bytes", "fmt_seconds", "fmt_ci",
     # micro-benchmark output
-    "BenchAttention", "bench_candidate_dirs", "find_bench_attention", "find_bench_complexity",
+    "BenchAttention", "bench_candidate_dirs", "find_bench_attention", "find_bench_complexity", "check_result",
+    # what the micro-benchmarks say about themselves (attnbench run fails on a failed check)
+    "bench_outputs", "failed_checks",
     # entry points
     "write_report", "add_report_arguments", "report_targets", "run_report_command", "suite_folders",
 ]

@@ -10,15 +10,14 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import warnings
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from benchmarks.report import stats
-from benchmarks.run.records import load_manifests, load_records
 from benchmarks.report.budget import budget_warnings, machine_warnings
-from benchmarks.report.format import as_number, fmt_metric
+from benchmarks.report.format import as_number, fmt_ci, fmt_metric
+from benchmarks.report.inputs import load_inputs
 from benchmarks.report.results import (
     BASELINE_FAMILIES,
     CONFIDENCE,
@@ -248,14 +247,11 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
     def warn(kind: str, msg: str) -> None:
         warns[kind].append(msg)
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        records = [rec for r in roots for rec in load_records(r)]
-        manifests = [m for r in roots for m in load_manifests(r)]
-    for w in caught:
-        warn("unreadable", str(w.message))
+    records, manifests = load_inputs(roots, warn)  # a bad file is a warning, never an exception
     if not records and not manifests:
-        raise ReportError(f"no attnbench result records or suite manifests under {', '.join(map(str, roots))}")
+        bad = warns.get("unreadable", [])
+        raise ReportError(f"no attnbench result records or suite manifests under {', '.join(map(str, roots))}"
+                          + (f" ({len(bad)} file(s) left out; the first: {bad[0]})" if bad else ""))
 
     def rel(rec: dict[str, Any]) -> str:
         """A record's path inside its folder; in a combined report, the folder as named first
@@ -350,7 +346,7 @@ def _warn_records(records: list[dict[str, Any]], groups: list[Group], multi: boo
     """Warnings over all records: a shared device, different budgets or machines in one table,
     several git commits or a dirty working tree."""
     # ---- records measured on a shared device: their time budgets and throughput are not comparable
-    shared = [rec for rec in records if int(((rec.get("resources") or {}).get("cells_sharing_device")) or 1) > 1]
+    shared = [rec for rec in records if (as_number((rec.get("resources") or {}).get("cells_sharing_device")) or 1) > 1]
     if shared:
         shown = ", ".join(rel(r) for r in shared[:5]) + (f", ... ({len(shared) - 5} more)" if len(shared) > 5 else "")
         warn("shared", f"{len(shared)} record(s) were measured with the device shared between cells "
@@ -388,17 +384,23 @@ def _compare(g: Group, fam: str, confidence: float) -> Comparison:
     if base is None:
         return Comparison(fam, att, None, None, None, absent(fam))
     diff = stats.compare(att.values, base.values, att.seeds, base.seeds, confidence=confidence)
+    diff = diff.clip(stats.difference_bounds(METRIC_BOUNDS.get(g.metric)))
     v = stats.verdict(diff, g.mode)
     return Comparison(fam, att, base, diff, v, _comparison_sentence(att, base, diff, v, g))
 
 
 def _comparison_sentence(att: ModelResult, base: ModelResult, d: stats.Difference, v: str, g: Group) -> str:
     pct = int(round(d.confidence * 100))
-    if d.ci_defined:
-        ci = f"{pct}% CI [{fmt_metric(d.ci_low)}, {fmt_metric(d.ci_high)}]"
-    else:
-        ci = f"{pct}% CI undefined (n={min(d.n_a, d.n_b)})"
     how = f"paired over {d.n_a} seeds" if d.method == "paired" else f"Welch, n={d.n_a} vs {d.n_b}"
+    if v == stats.TOO_FEW:
+        return (f"too few seeds (n={d.n}) to compare {att.model} with {base.model} (a verdict needs at least "
+                f"{stats.MIN_SEEDS} per model): {g.metric} difference {d.diff:+.4g} ({how})")
+    if d.identical:
+        ci = f"every seed gives the same difference (n={d.n}, identical)"
+    elif d.ci_defined:
+        ci = f"{pct}% CI {fmt_ci(d.ci_low, d.ci_high, d.n, clipped=d.clipped)}"
+    else:
+        ci = f"{pct}% CI undefined (n={d.n})"
     vs = {
         stats.BETTER: f"{att.model} is better than {base.model}",
         stats.WORSE: f"{att.model} is worse than {base.model}",

@@ -11,8 +11,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 
+from benchmarks.report import stats
 from benchmarks.report.analysis import analyse, result_roots
 from benchmarks.report.budget import leaderboard_note
+from benchmarks.report.checks import bench_outputs, bench_warnings
 from benchmarks.report.document import (
     Block,
     BulletList,
@@ -38,10 +40,12 @@ from benchmarks.report.results import CONFIDENCE, METRIC_BOUNDS, Analysis, Group
 from benchmarks.report.sections import bench_blocks, extras_blocks, load_sections
 from benchmarks.report.tables import (
     comparison_table,
+    flops_note,
     leaderboard_table,
     overview_table,
     summary_rows,
     warning_blocks,
+    warning_summary,
     write_summary_csv,
 )
 from benchmarks.report.test_sets import test_set_table
@@ -62,6 +66,9 @@ def _group_blocks(g: Group, an: Analysis, plots_dir: Path, out: Path, written: d
     capped = leaderboard_note(g.models)
     if capped:
         blocks.append(Paragraph(capped, "warn"))
+    flops = flops_note(g)
+    if flops:
+        blocks.append(Paragraph(flops, "note"))
     sets = test_set_table(g.models, g.metric, an.confidence, METRIC_BOUNDS.get(g.metric),
                           fmt_metric, lambda msg, t=title: warn("test_sets", f"{t}: {msg}"))
     if sets is not None:
@@ -76,7 +83,10 @@ def _group_blocks(g: Group, an: Analysis, plots_dir: Path, out: Path, written: d
         f"Difference = attention − baseline in {g.metric}; best model of a family by mean "
         f"(the interval does not account for that selection). Paired t-interval when both models ran the "
         f"same seeds, Welch otherwise. Verdict: the {pct}% CI excludes 0 (better/worse w.r.t. the metric's "
-        f"direction) or not (no significant difference).", "note"))
+        f"direction) or not (no significant difference); with fewer than {stats.MIN_SEEDS} successful seeds "
+        f"in either model: too few seeds (n = the smaller count), no verdict. Intervals of bounded metrics are "
+        f"clipped to the metric's range (marked); tied seeds show \"identical\" instead of a zero-width interval.",
+        "note"))
     stem = slug(g.suite if an.multi_suite else "", g.task, g.dataset)
     plots = [
         (f"{stem}__quality_vs_time.png", lambda p: plot_quality_vs(
@@ -188,10 +198,14 @@ def write_report(
                   "note"),
     ]
     blocks += environment_blocks(an)
-    blocks += [Heading(2, "Overview", "overview"), overview_table(an.groups, an.multi_suite)]
-    if any(warns.values()):
-        n = sum(len(v) for v in warns.values())
-        blocks.append(Paragraph(f"{n} warning(s): see Warnings at the end.", "warn"))
+    blocks += [Heading(2, "Overview", "overview")]
+    overview_at = len(blocks)  # the warnings' summary goes here once every section has added its own
+    blocks.append(overview_table(an.groups, an.multi_suite))
+    bench_warnings(bench_outputs(root, bench_dirs), warn)  # failed checks, busy machine, ...
+    for g in an.groups:
+        capped = leaderboard_note(g.models)
+        if capped:
+            warn("time_caps", f"{group_title(g, an.multi_suite)}: {capped}")
     for g in an.groups:
         blocks += _group_blocks(g, an, plots_dir, out, written, warn)
     blocks += variants_blocks(an, plots_dir, written)  # only when a domain ran an efficient attention pattern
@@ -210,6 +224,7 @@ def write_report(
             warn("render", f"complexity benchmark (Table 1): {type(exc).__name__}: {exc}")
     blocks += _datasize_blocks(an, plots_dir, written, warn)
     blocks += bench_blocks(root, bench_dirs, plots_dir, out, warn)
+    blocks[overview_at:overview_at] = warning_summary(warns)
     blocks += warning_blocks(warns)
 
     written["summary.csv"] = write_summary_csv(out / "summary.csv", summary_rows(an))

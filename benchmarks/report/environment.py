@@ -44,6 +44,11 @@ def environment_blocks(an: Analysis) -> list[Block]:
                         f"{sum(r.get('status') != 'ok' for r in recs)} failed)"]]
     suites = sorted({str(r.get("suite")) for r in recs} | {str(c["suite"]) for c in manifest_cells(an.manifests)})
     rows.append(["suites", ", ".join(suites) or "–"])
+    descriptions = sorted({str(d) for m in an.manifests if isinstance(m, dict)
+                           for d in [(m.get("config") if isinstance(m.get("config"), dict) else {}).get("description")]
+                           if d})
+    if descriptions:
+        rows.append(["description", " | ".join(descriptions)])
     if dates:
         lo, hi = min(dates), max(dates)
         rows.append(["date range", f"{lo.isoformat(timespec='seconds')} .. {hi.isoformat(timespec='seconds')}"])

@@ -65,11 +65,15 @@ def fmt_seconds(x: Any) -> str:
     return f"{v / 3600:.3g} h"
 
 
-def fmt_ci(lo: Any, hi: Any, n: int | None = None) -> str:
-    """``[lo, hi]``, or ``undefined (n=1)`` when the interval does not exist."""
+def fmt_ci(lo: Any, hi: Any, n: int | None = None, *, clipped: bool = False, identical: bool = False) -> str:
+    """``[lo, hi]``; ``undefined (n=1)`` when the interval does not exist; ``n=2, identical`` for
+    a zero spread (a zero-width interval would claim certainty); ``[lo, hi] (clipped)`` when it
+    was cut to the metric's range."""
     if lo is None or hi is None:
         return f"undefined (n={n})" if n is not None else "undefined"
-    return f"[{fmt_metric(lo)}, {fmt_metric(hi)}]"
+    if identical:
+        return f"n={n}, identical" if n is not None else "identical"
+    return f"[{fmt_metric(lo)}, {fmt_metric(hi)}]" + (" (clipped)" if clipped else "")
 
 
 def csv_value(x: Any) -> str:

@@ -14,7 +14,8 @@ from benchmarks.config.schema import ConfigError
 
 __all__ = [
     "FAMILIES", "BASELINE_FAMILIES", "CONFIDENCE", "METRIC_BOUNDS", "Warn", "ReportError", "ModelResult",
-    "Comparison", "Group", "Analysis", "group_title", "dataset_label", "short_commit",
+    "Comparison", "Group", "Analysis", "group_title", "dataset_label", "short_commit", "longest_input",
+    "record_window", "effective_pattern",
 ]
 
 FAMILIES = ("attention", "rnn", "cnn", "other")
@@ -22,7 +23,9 @@ BASELINE_FAMILIES = ("rnn", "cnn")
 CONFIDENCE = 0.95
 
 #: Range of bounded metrics (as records store them): confidence intervals are clipped to it.
-METRIC_BOUNDS: dict[str, tuple[float, float]] = {"acc": (0.0, 1.0), "bleu": (0.0, 100.0), "chrf": (0.0, 100.0)}
+METRIC_BOUNDS: dict[str, tuple[float | None, float | None]] = {
+    "acc": (0.0, 1.0), "f1": (0.0, 1.0), "bleu": (0.0, 100.0), "chrf": (0.0, 100.0), "per": (0.0, None), "wer": (0.0, None),
+}
 
 #: ``warn(kind, message)``: a warning of the report, listed under its kind's title.
 Warn = Callable[[str, str], None]
@@ -109,3 +112,32 @@ def group_title(g: Group, multi: bool) -> str:
 
 def short_commit(c: Any) -> str:
     return "unknown" if not c else str(c)[:12]
+
+
+def longest_input(rec: dict[str, Any]) -> int | None:
+    """The longest input of a record's data, in the model's sequence positions: ``data.max_len``
+    (what the runner stores), else ``max_len``/``max_frames`` of ``data.info``; None if unknown."""
+    d = rec.get("data") if isinstance(rec.get("data"), dict) else {}
+    info = d.get("info") if isinstance(d.get("info"), dict) else {}
+    for v in (d.get("max_len"), info.get("max_len"), info.get("max_frames")):
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            return int(v)
+    return None
+
+
+def record_window(rec: dict[str, Any]) -> int | None:
+    """The attention window a record's model was built with (``config.model_params.window``)."""
+    cfg = rec.get("config") if isinstance(rec.get("config"), dict) else {}
+    mp = cfg.get("model_params") if isinstance(cfg.get("model_params"), dict) else {}
+    w = mp.get("window")
+    return int(w) if isinstance(w, (int, float)) and not isinstance(w, bool) else None
+
+
+def effective_pattern(pattern: Any, window: int | None, longest: int | None) -> str | None:
+    """``"full"`` when a windowed pattern's window covers the whole input: position i sees j with
+    |i - j| <= w, so on inputs of at most L positions a window w >= L - 1 attends to everything
+    (``truncated`` is then full attention, at a windowed kernel's cost). None otherwise, or when
+    the window or the longest input is unknown."""
+    if pattern != "truncated" or window is None or longest is None:
+        return None
+    return "full" if window >= longest - 1 else None

@@ -28,8 +28,14 @@ Conventions
   exactly that much on every seed.
 * :func:`verdict` reads the interval against the metric's mode: for ``"max"`` metrics
   ``ci_low > 0`` is ``"better"`` and ``ci_high < 0`` is ``"worse"`` (the reverse for
-  ``"min"``); an interval containing 0 -- or an undefined one (a group with one value) --
-  is ``"no significant difference"``.
+  ``"min"``); an interval containing 0 is ``"no significant difference"``. With fewer than
+  :data:`MIN_SEEDS` values in either group it says ``"too few seeds"`` instead: a t-interval of
+  two seeds (one degree of freedom, t = 12.7) is too wide to mean anything, and a zero-width one
+  of two tied seeds claims a certainty it does not have.
+* A bounded metric (accuracy in [0, 1], BLEU in [0, 100]) clips its intervals to what the metric
+  can reach (a difference to +-(high - low)); ``clipped`` says so. ``identical`` marks a zero
+  spread (every value equal, or every per-seed difference equal): not a zero-width certainty,
+  the report shows it as "n=2, identical".
 
 Selecting "the best model of a family" by its mean and then testing it is a selection step
 the interval does not account for; the report says so.
@@ -38,7 +44,7 @@ the interval does not account for; the report says so.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -47,7 +53,9 @@ __all__ = [
     "BETTER",
     "WORSE",
     "NO_DIFFERENCE",
+    "TOO_FEW",
     "VERDICTS",
+    "MIN_SEEDS",
     "MODES",
     "Summary",
     "Difference",
@@ -65,7 +73,10 @@ __all__ = [
 BETTER = "better"
 WORSE = "worse"
 NO_DIFFERENCE = "no significant difference"
-VERDICTS = (BETTER, WORSE, NO_DIFFERENCE)
+TOO_FEW = "too few seeds"
+VERDICTS = (BETTER, WORSE, NO_DIFFERENCE, TOO_FEW)
+#: fewest values per group for a verdict (below it: :data:`TOO_FEW`)
+MIN_SEEDS = 3
 MODES = ("max", "min")
 
 
@@ -130,6 +141,30 @@ class Summary(_Interval):
     ci_low: float | None
     ci_high: float | None
     confidence: float
+    clipped: bool = False  # the interval was cut to the metric's range
+
+    @property
+    def identical(self) -> bool:
+        """Two or more values, all equal: a zero-width interval that is no certainty."""
+        return self.std == 0.0
+
+
+def _clip(lo: float, hi: float, bounds: tuple[float | None, float | None] | None) -> tuple[float, float, bool]:
+    """``[lo, hi]`` cut to ``bounds`` (either end may be None); whether anything was cut."""
+    if bounds is None:
+        return lo, hi, False
+    b_lo, b_hi = bounds
+    nlo = lo if b_lo is None else max(lo, float(b_lo))
+    nhi = hi if b_hi is None else min(hi, float(b_hi))
+    return nlo, nhi, (nlo, nhi) != (lo, hi)
+
+
+def difference_bounds(bounds: tuple[float | None, float | None] | None) -> tuple[float, float] | None:
+    """The range of ``a - b`` for two values in ``bounds``: ``+-(high - low)``; None if unbounded."""
+    if bounds is None or bounds[0] is None or bounds[1] is None:
+        return None
+    w = float(bounds[1]) - float(bounds[0])
+    return (-w, w)
 
 
 def summarize(values: Iterable[float], confidence: float = 0.95,
@@ -146,13 +181,8 @@ def summarize(values: Iterable[float], confidence: float = 0.95,
         return Summary(1, m, None, None, None, confidence)
     sd = float(arr.std(ddof=1))
     half = t_quantile(confidence, n - 1) * sd / math.sqrt(n)
-    lo, hi = m - half, m + half
-    if bounds is not None:
-        if bounds[0] is not None:
-            lo = max(lo, float(bounds[0]))
-        if bounds[1] is not None:
-            hi = min(hi, float(bounds[1]))
-    return Summary(n, m, sd, lo, hi, confidence)
+    lo, hi, clipped = _clip(m - half, m + half, bounds)
+    return Summary(n, m, sd, lo, hi, confidence, clipped)
 
 
 @dataclass(frozen=True)
@@ -175,6 +205,24 @@ class Difference(_Interval):
     n_a: int
     n_b: int
     confidence: float
+    clipped: bool = False  # the interval was cut to the range a difference of the metric can reach
+
+    @property
+    def identical(self) -> bool:
+        """Zero spread (every value equal, or every per-seed difference equal)."""
+        return self.se == 0.0
+
+    @property
+    def n(self) -> int:
+        """The smaller group's size: what limits the interval."""
+        return min(self.n_a, self.n_b)
+
+    def clip(self, bounds: tuple[float | None, float | None] | None) -> "Difference":
+        """This difference with its interval cut to ``bounds`` (see :func:`difference_bounds`)."""
+        if self.ci_low is None or bounds is None:
+            return self
+        lo, hi, cut = _clip(self.ci_low, self.ci_high, bounds)
+        return replace(self, ci_low=lo, ci_high=hi, clipped=self.clipped or cut)
 
 
 def welch_difference(a: Iterable[float], b: Iterable[float], confidence: float = 0.95) -> Difference:
@@ -251,11 +299,14 @@ def compare(
     return welch_difference(a, b, confidence)
 
 
-def verdict(diff: Difference, mode: str) -> str:
+def verdict(diff: Difference, mode: str, min_n: int = MIN_SEEDS) -> str:
     """``"better"``, ``"worse"`` or ``"no significant difference"`` for group ``a`` against ``b``
-    given the metric mode (``"max"``: larger is better; ``"min"``: smaller is better)."""
+    given the metric mode (``"max"``: larger is better; ``"min"``: smaller is better);
+    ``"too few seeds"`` when either group has fewer than ``min_n`` values."""
     if mode not in MODES:
         raise ValueError(f"unknown metric mode {mode!r}; valid: {', '.join(MODES)}")
+    if diff.n < min_n:
+        return TOO_FEW
     if not diff.ci_defined:
         return NO_DIFFERENCE
     sign = 1.0 if mode == "max" else -1.0

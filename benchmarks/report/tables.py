@@ -12,10 +12,23 @@ from typing import Any, Sequence
 from benchmarks.report.budget import model_marker
 from benchmarks.report.document import Block, BulletList, Heading, Paragraph, Table, write_text_atomic
 from benchmarks.report.format import as_number, csv_value, fmt_bytes, fmt_ci, fmt_metric, fmt_seconds, fmt_si
-from benchmarks.report.results import BASELINE_FAMILIES, CONFIDENCE, Analysis, Group, group_title
+from benchmarks.report import stats
+from benchmarks.report.results import (
+    BASELINE_FAMILIES,
+    CONFIDENCE,
+    Analysis,
+    Comparison,
+    Group,
+    ModelResult,
+    effective_pattern,
+    group_title,
+    longest_input,
+    record_window,
+)
+from benchmarks.run.flops import FLOPS_RULE
 
-__all__ = ["MEM_KINDS", "SUMMARY_COLUMNS", "COST_COLUMNS", "WARNING_TITLES", "leaderboard_table",
-           "comparison_table", "overview_table", "warning_blocks", "summary_rows", "write_summary_csv"]
+__all__ = ["FLOPS_MARK", "flops_may_miss_recurrent", "flops_note", "pattern_label", "MEM_KINDS", "SUMMARY_COLUMNS", "COST_COLUMNS", "WARNING_TITLES", "leaderboard_table",
+           "comparison_table", "verdict_label", "overview_table", "warning_summary", "warning_blocks", "summary_rows", "write_summary_csv"]
 
 MEM_KINDS = {"cuda_allocated": "CUDA allocator peak", "cpu_rss_growth": "CPU RSS growth"}
 
@@ -49,8 +62,9 @@ def leaderboard_table(g: Group, confidence: float = CONFIDENCE, *, missing_colum
         if s is not None and s.mean is not None:
             rank += 1
             r = str(rank)
-            ms = fmt_metric(s.mean) + (f" ± {fmt_metric(s.std)}" if s.std is not None else " (n=1)")
-            ci = fmt_ci(s.ci_low, s.ci_high, s.n)
+            ms = fmt_metric(s.mean) + (" (n=1)" if s.std is None else f" (n={s.n}, identical)" if s.identical
+                                       else f" ± {fmt_metric(s.std)}")
+            ci = fmt_ci(s.ci_low, s.ci_high, s.n, clipped=s.clipped, identical=s.identical)
         else:
             r, ms, ci = "–", "–", "–"
         c = m.cost
@@ -61,12 +75,47 @@ def leaderboard_table(g: Group, confidence: float = CONFIDENCE, *, missing_colum
         if len(m.ok) != len(m.values):
             seeds += f" ({len(m.ok) - len(m.values)} ok without metric)"
         rows.append([
-            r, m.model + model_marker(m.ok), m.family, str(m.pattern or "–"), ms, ci, fmt_si(c.get("params")),
-            fmt_si(c.get("flops_per_sample")), fmt_seconds(c.get("train_time_s_mean")),
+            r, m.model + model_marker(m.ok), m.family, pattern_label(m), ms, ci, fmt_si(c.get("params")),
+            fmt_si(c.get("flops_per_sample")) + (FLOPS_MARK if flops_may_miss_recurrent(m) else ""),
+            fmt_seconds(c.get("train_time_s_mean")),
             _throughput(c.get("train_samples_per_s"), c.get("train_tokens_per_s")),
             _throughput(c.get("infer_samples_per_s"), c.get("infer_tokens_per_s")), mem, seeds,
         ])
     return Table(headers, rows)
+
+
+#: the leaderboard's marker on FLOPs counted before recurrent layers were (see :func:`flops_note`)
+FLOPS_MARK = " ‡"
+
+
+def flops_may_miss_recurrent(m: ModelResult) -> bool:
+    """A recurrent model (family ``rnn``) whose records do not say their FLOPs count recurrent
+    layers (``cost.flops_rule``): torch's counter gives a fused LSTM/GRU/RNN op 0 FLOPs."""
+    return m.family == "rnn" and any((r.get("cost") or {}).get("flops_rule") != FLOPS_RULE for r in m.ok) \
+        and any(as_number((r.get("cost") or {}).get("flops_per_sample")) is not None for r in m.ok)
+
+
+def flops_note(g: Group) -> str | None:
+    """The footnote under a leaderboard with :data:`FLOPS_MARK` models."""
+    marked = [m.model for m in g.models if flops_may_miss_recurrent(m)]
+    if not marked:
+        return None
+    return (f"‡ FLOPs/sample of {', '.join(marked)}: recurrent layers possibly not counted. These records were "
+            f"measured before attnbench counted recurrent layers: torch's FLOP counter gives a fused LSTM/GRU/RNN "
+            f"op (cuDNN on GPU, an unpacked LSTM on CPU) 0 FLOPs, so the figure may cover only the other layers.")
+
+
+def pattern_label(m: ModelResult) -> str:
+    """The configured pattern, and beside it the effective one when a window covers every input
+    (``truncated (w=64) = full: inputs <= 58``)."""
+    label = str(m.pattern or "–")
+    full = [(record_window(r), longest_input(r)) for r in m.ok
+            if effective_pattern(m.pattern, record_window(r), longest_input(r)) == "full"]
+    if full and len(full) == len(m.ok):
+        w = max(x[0] for x in full)
+        longest = max(x[1] for x in full)
+        return f"{label} (w={w}) = full: inputs <= {longest}"
+    return label
 
 
 def comparison_table(g: Group, confidence: float = CONFIDENCE) -> Table:
@@ -80,14 +129,23 @@ def comparison_table(g: Group, confidence: float = CONFIDENCE) -> Table:
                          c.baseline.model if c.baseline else "–", "–", "–", "–", c.message])
             continue
         d = c.difference
+        too_few = c.verdict == stats.TOO_FEW
         rows.append([
             f"attention vs {c.baseline_family}", c.attention.model, c.baseline.model, f"{d.diff:+.4g}",
-            fmt_ci(d.ci_low, d.ci_high, min(d.n_a, d.n_b)),
+            f"– (n={d.n})" if too_few else fmt_ci(d.ci_low, d.ci_high, d.n, clipped=d.clipped, identical=d.identical),
             f"paired t, {d.n_a} seeds" if d.method == "paired" else f"Welch t, n={d.n_a} vs {d.n_b}",
-            c.verdict,
+            verdict_label(c),
         ])
     return Table(["comparison", "best attention", "best baseline", "difference (attention − baseline)",
                   f"{pct}% CI", "interval", "verdict"], rows)
+
+
+def verdict_label(c: Comparison) -> str:
+    """A comparison's verdict with its number of seeds (``better (n=5)``, ``too few seeds
+    (n=2)``); the reason when there is no comparison."""
+    if c.verdict is None or c.difference is None:
+        return c.message
+    return f"{c.verdict} (n={c.difference.n})"
 
 
 def overview_table(groups: Sequence[Group], multi: bool) -> Table:
@@ -97,7 +155,7 @@ def overview_table(groups: Sequence[Group], multi: bool) -> Table:
         ranked = g.ranked
         best = f"{ranked[0].model} ({fmt_metric(ranked[0].mean)})" if ranked else "–"
         rows.append([group_title(g, multi), f"{g.metric} ({g.mode})", str(len(g.models)), best,
-                     *[c.verdict or c.message for c in g.comparisons]])
+                     *[verdict_label(c) for c in g.comparisons]])
     return Table(["task / dataset", "metric", "models", "best (mean)",
                   *[f"attention vs {f}" for f in BASELINE_FAMILIES]], rows)
 
@@ -131,7 +189,10 @@ def write_summary_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
 #: Warning kinds in the order the Warnings section lists them, with their titles.
 WARNING_TITLES = (
     ("failed", "Failed cells"),
+    ("failed_checks", "Failed micro-benchmark checks"),
     ("missing", "Missing cells (in a suite manifest, no record)"),
+    ("bench", "Micro-benchmark warnings"),
+    ("time_caps", "Training ended by the time cap"),
     ("unequal_seeds", "Unequal seed counts"),
     ("shared", "Measured on a shared device"),
     ("budgets", "Models stopped by different budgets"),
@@ -147,6 +208,26 @@ WARNING_TITLES = (
 )
 
 
+def _kinds(warns: dict[str, list[str]]) -> list[str]:
+    titles = dict(WARNING_TITLES)
+    return [k for k, _ in WARNING_TITLES if warns.get(k)] + sorted(k for k in set(warns) - set(titles) if warns[k])
+
+
+def warning_summary(warns: dict[str, list[str]], shown: int = 3) -> list[Block]:
+    """The top of the Overview: how many warnings, and per kind its count and first ``shown``
+    messages (a failed check reads here as plainly as a failed cell); nothing when there are none."""
+    if not any(warns.values()):
+        return []
+    titles = dict(WARNING_TITLES)
+    n = sum(len(v) for v in warns.values())
+    items = []
+    for kind in _kinds(warns):
+        msgs = warns[kind]
+        more = f" (+{len(msgs) - shown} more)" if len(msgs) > shown else ""
+        items.append(f"{titles.get(kind, kind)} ({len(msgs)}): " + " | ".join(msgs[:shown]) + more)
+    return [Paragraph(f"{n} warning(s), listed in full under Warnings at the end:", "warn"), BulletList(items, "warn")]
+
+
 def warning_blocks(warns: dict[str, list[str]]) -> list[Block]:
     """The Warnings section: a list per kind, known kinds first; "None." when there are none."""
     blocks: list[Block] = [Heading(2, "Warnings", "warnings")]
@@ -154,8 +235,7 @@ def warning_blocks(warns: dict[str, list[str]]) -> list[Block]:
         blocks.append(Paragraph("None."))
         return blocks
     titles = dict(WARNING_TITLES)
-    for kind in [k for k, _ in WARNING_TITLES] + sorted(set(warns) - set(titles)):
-        msgs = warns.get(kind)
-        if msgs:
-            blocks += [Heading(3, f"{titles.get(kind, kind)} ({len(msgs)})"), BulletList(list(msgs), "warn")]
+    for kind in _kinds(warns):
+        msgs = warns[kind]
+        blocks += [Heading(3, f"{titles.get(kind, kind)} ({len(msgs)})"), BulletList(list(msgs), "warn")]
     return blocks

@@ -27,6 +27,7 @@ from benchmarks.report import (
     ExtraContext,
     ExtraSection,
     Heading,
+    check_result,
     Paragraph,
     Table,
 )
@@ -162,7 +163,7 @@ def render_bench(ctx: BenchContext) -> ExtraSection | None:
     header = ["model", "family"] + [f"L={L}" for L in lengths]
     rows = [[m, str(family[m])] + [cell(m, L) for L in lengths] for m in models]
     checks = doc.get("checks") or []
-    crow = [[{True: "PASS", False: "FAIL", None: "info"}[c.get("pass")], c["name"],
+    crow = [[check_result(c), c["name"],
              "-" if c.get("value") is None else f"{c['value']:.2f}", str(c.get("target")), str(c.get("note", ""))]
             for c in checks]
     env = doc.get("environment") or {}

@@ -183,3 +183,34 @@ def test_run_point_takes_memory_from_a_second_worker_with_its_own_environment():
     # in-process runs cannot set a worker's environment: one run, as before
     inline = run_point(dict(p, kwargs={"size": 3}), where="size=3", failed={}, isolate=False, **kw)
     assert inline["peak_mem_bytes"] == 3 * 1024 and inline["mem_method"] == "env"
+
+
+# --------------------------------------------------------------------------- busy machine
+def test_busy_warning_ignores_the_runs_own_finished_workers():
+    """The 1-minute load still counts the workers a run just finished: a warning needs other
+    tasks runnable now as well (issue 34)."""
+    from benchmarks.micro.common import busy_warning
+
+    calls = []
+
+    def now(value):
+        return lambda: calls.append(value) or value
+
+    env = {"load_average": [1.75, 1.2, 0.8], "cpu_count": 2}
+    assert busy_warning(dict(env), "cpu", now(0.1)) is None  # only our own past load
+    busy_env = dict(env)
+    msg = busy_warning(busy_env, "cpu", now(1.5))
+    assert msg == "machine busy at start: load average 1.75 on 2 cores, 1.5 other tasks runnable"
+    assert busy_env["runnable_others"] == 1.5  # recorded with the environment
+    assert busy_warning(dict(env), "cpu", now(None)).startswith("machine busy at start: load average 1.75")
+    calls.clear()
+    assert busy_warning({"load_average": [0.3, 0, 0], "cpu_count": 2}, "cpu", now(5.0)) is None
+    assert busy_warning(dict(env), "cuda", now(5.0)) is None
+    assert calls == []  # a quiet load average or a GPU run samples nothing
+
+
+def test_runnable_others_reads_the_machine():
+    from benchmarks.micro.common import runnable_others
+
+    v = runnable_others(samples=3, interval_s=0.01)
+    assert v is None or v >= 0.0

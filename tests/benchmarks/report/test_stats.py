@@ -103,15 +103,46 @@ def test_verdicts():
     assert stats.verdict(overlap, "min") == stats.NO_DIFFERENCE
     undefined = stats.welch_difference([0.9], [0.1, 0.2])
     assert not undefined.ci_defined and undefined.diff == pytest.approx(0.75)
-    assert stats.verdict(undefined, "max") == stats.NO_DIFFERENCE
+    assert stats.verdict(undefined, "max", min_n=1) == stats.NO_DIFFERENCE
     with pytest.raises(ValueError):
         stats.verdict(better, "maximise")
 
 
 def test_zero_spread_gives_zero_width_interval():
     d = stats.welch_difference([1.0, 1.0, 1.0], [0.0, 0.0])
-    assert (d.ci_low, d.ci_high) == (1.0, 1.0) and stats.verdict(d, "max") == "better"
+    assert (d.ci_low, d.ci_high) == (1.0, 1.0) and stats.verdict(d, "max", min_n=2) == "better"
+    assert d.identical and not stats.welch_difference([1.0, 2.0], [0.0, 0.0]).identical
     same = stats.paired_difference([0.5, 0.5], [0.5, 0.5])
-    assert (same.ci_low, same.ci_high) == (0.0, 0.0) and stats.verdict(same, "max") == stats.NO_DIFFERENCE
+    assert (same.ci_low, same.ci_high) == (0.0, 0.0) and stats.verdict(same, "max", min_n=2) == stats.NO_DIFFERENCE
     shift = stats.paired_difference([0.7, 0.8], [0.5, 0.6])
     assert shift.ci_low == pytest.approx(0.2) and shift.ci_high == pytest.approx(0.2)
+
+
+def test_below_three_seeds_no_verdict():
+    """Two seeds: t = 12.7, an interval too wide to mean anything; a verdict needs 3 per group."""
+    wide = stats.paired_difference([24.0, 34.0], [10.0, 11.0])
+    assert wide.n == 2 and stats.verdict(wide, "max") == stats.TOO_FEW == "too few seeds"
+    assert stats.verdict(stats.welch_difference([0.9, 0.91, 0.92], [0.1, 0.11]), "max") == stats.TOO_FEW
+    assert stats.verdict(stats.welch_difference([0.9, 0.91, 0.92], [0.1, 0.11, 0.12]), "max") == stats.BETTER
+
+
+def test_intervals_clipped_to_the_metric_range_and_marked():
+    s = stats.summarize([0.99, 1.0, 0.97], bounds=(0.0, 1.0))
+    raw = stats.summarize([0.99, 1.0, 0.97])
+    assert raw.ci_high > 1.0 and s.ci_high == 1.0 and s.ci_low == raw.ci_low and s.clipped and not raw.clipped
+    inside = stats.summarize([0.5, 0.52, 0.51], bounds=(0.0, 1.0))
+    assert not inside.clipped
+    d = stats.paired_difference([24.26 + 9.6, 24.26 - 9.6], [30.0, 31.0])
+    assert d.ci_low < -100  # the raw t-interval of two BLEU seeds
+    c = d.clip(stats.difference_bounds((0.0, 100.0)))
+    assert c.clipped and (c.ci_low, c.ci_high) == (-100.0, 100.0) and d.ci_high > 100
+    assert stats.difference_bounds((0.0, None)) is None and d.clip(None) is d
+
+
+def test_identical_seeds_are_marked():
+    s = stats.summarize([1.0, 1.0])
+    assert s.identical and (s.ci_low, s.ci_high) == (1.0, 1.0)
+    assert not stats.summarize([1.0, 0.5]).identical and not stats.summarize([1.0]).identical
+    from benchmarks.report.format import fmt_ci
+    assert fmt_ci(s.ci_low, s.ci_high, s.n, identical=s.identical) == "n=2, identical"
+    assert fmt_ci(0.5, 1.0, 3, clipped=True) == "[0.5, 1] (clipped)"
