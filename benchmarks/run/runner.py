@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.run import fingerprint as F
+from benchmarks.run.flops import FLOPS_RULE, flops_per_sample
 from benchmarks.run import records as R
 from benchmarks.run import scoring as S
 from benchmarks.run.callbacks import CellFailure, _callbacks_module, _quiet_lightning
@@ -60,25 +61,6 @@ class RunSummary:
 
 
 # ----------------------------------------------------------------------------- one cell
-def _flops_per_sample(module, datamodule) -> float | None:
-    """FLOPs of one evaluation step (forward + loss) on a validation batch, per sample."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    try:
-        batch = next(iter(datamodule.val_dataloader()))
-        batch = module.transfer_batch_to_device(batch, module.device, 0)
-        was_training = module.training
-        module.eval()
-        with torch.no_grad(), FlopCounterMode(display=False) as counter:
-            out = module.step(batch, "val")
-        module.train(was_training)
-        return counter.get_total_flops() / max(int(out.samples), 1)
-    except Exception as err:  # noqa: BLE001 - a measurement must never sink a finished cell
-        warnings.warn(f"FLOP count failed: {err}")
-        return None
-
-
 def _trainer_kwargs(cell: Cell, opts: RunOptions, ckpt_dir: Path, time_cap_s: float | None = None) -> dict[str, Any]:
     import datetime as dt
 
@@ -289,7 +271,8 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
             counts = module.counts
             rec["cost"].update(
                 {
-                    "flops_per_sample": _flops_per_sample(module, dm),
+                    "flops_per_sample": flops_per_sample(module, dm),
+                    "flops_rule": FLOPS_RULE,
                     "train_time_s": round(fit_time, 3),
                     "train_compute_s": round(monitor.train_time, 3),
                     "train_samples_per_s": counts["train"]["samples"] / monitor.train_time if monitor.train_time else None,
