@@ -41,6 +41,9 @@ _ALL = (
                    "decoding one token after a prefix of L: time and self-attention cache of every decoding "
                    "pattern (key/value cache or recurrent state) vs torch.nn.TransformerDecoder recomputing",
                    ("bench_decode.yaml",)),
+    MicroBenchmark("recurrence", "benchmarks.micro.recurrence",
+                   "recurrences: training-step time and peak memory vs L of the scan (odd/even doubling vs the "
+                   "sequential loop) and of every registered recurrence vs torch.nn.GRU/LSTM", ("bench_recurrence.yaml",)),
     MicroBenchmark("speech", "tasks.speech.bench",
                    "speech models: train-step time and peak memory per sequence vs length (500-4000 frames), "
                    "full vs truncated attention vs LSTM vs CNN", ("bench_speech.yaml",)),
