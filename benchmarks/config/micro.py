@@ -41,6 +41,10 @@ _ALL = (
                    "decoding one token after a prefix of L: time and self-attention cache of every decoding "
                    "pattern (key/value cache or recurrent state) vs torch.nn.TransformerDecoder recomputing",
                    ("bench_decode.yaml",)),
+    MicroBenchmark("train", "benchmarks.micro.train",
+                   "what the cell machinery costs: steps/s of each domain's attention model and best baseline through "
+                   "the real cell path (Lightning Trainer + task module + callbacks) vs a bare PyTorch loop, syncs per "
+                   "step, GPU busy fraction", ("bench_train.yaml",)),
     MicroBenchmark("speech", "tasks.speech.bench",
                    "speech models: train-step time and peak memory per sequence vs length (500-4000 frames), "
                    "full vs truncated attention vs LSTM vs CNN", ("bench_speech.yaml",)),
