@@ -48,35 +48,32 @@ def _device_to_host(func: Any, args: tuple, kwargs: dict) -> bool:
     return False
 
 
-def _on_host(args: tuple) -> bool:
-    """Whether every tensor argument lives in host memory."""
-    return all(a.device.type == "cpu" for a in args if isinstance(a, torch.Tensor))
-
-
 class SyncCounter(TorchDispatchMode):
     """Counts synchronising aten ops while active (re-entrant: each ``with`` adds to the counts).
     ``by_op``: op name -> count; ``total``: their sum.
 
-    Inside ``optimizer.step`` only ops on device tensors count: an optimiser keeps its step
-    counters on the host (``state["step"]``, unless capturable or fused) and reads them there,
-    which is no synchronisation on a GPU; counting them on a CPU run would bury the real ones."""
+    An optimiser's reads of its own host-side state are not counted: it keeps its step counters
+    on the host (``state["step"]``, unless capturable or fused) and reads them there, which is
+    no synchronisation on a GPU; counting them on a CPU run would bury the real ones. (Only
+    those tensors are left out: Lightning runs forward and backward inside ``optimizer.step``.)"""
 
     def __init__(self) -> None:
         super().__init__()
         self.by_op: Counter[str] = Counter()
-        self._in_optimizer = 0
+        self._host_state: set[int] = set()  # ids of optimisers' host-side state tensors
         self._hooks: list[Any] = []
+
+    def _note_state(self, optimizer: Any, *_: Any) -> None:
+        for st in optimizer.state.values():
+            self._host_state.update(id(v) for v in st.values()
+                                    if isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dim() == 0)
 
     def __enter__(self):
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-        def pre(*_: Any) -> None:
-            self._in_optimizer += 1
-
-        def post(*_: Any) -> None:
-            self._in_optimizer -= 1
-
-        self._hooks = [register_optimizer_step_pre_hook(pre), register_optimizer_step_post_hook(post)]
+        # before (state of earlier steps) and after (state created by a first step) each step
+        self._hooks = [register_optimizer_step_pre_hook(self._note_state),
+                       register_optimizer_step_post_hook(self._note_state)]
         return super().__enter__()
 
     def __exit__(self, *exc: Any):
@@ -92,7 +89,7 @@ class SyncCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = str(func.overloadpacket)
-        if self._in_optimizer and _on_host(args):
+        if name == "aten._local_scalar_dense" and args and id(args[0]) in self._host_state:
             pass
         elif name in SYNC_OPS:
             self.by_op[name] += 1
