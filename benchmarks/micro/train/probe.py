@@ -34,11 +34,14 @@ PHASES = ("warmup", "timed", "syncs", "profile")
 
 
 def busy_fraction(prof: Any, wall_s: float) -> float | None:
-    """Share of ``wall_s`` the GPU spent in kernels and copies (their self device time summed:
-    one stream, so they do not overlap); ``None`` without CUDA activity."""
+    """Share of ``wall_s`` the GPU spent in kernels and copies: the self time of the profiler's
+    CUDA events summed, as its table's "Self CUDA time total" (one stream, so they do not
+    overlap); ``None`` without CUDA activity."""
+    from torch.autograd import DeviceType
+
     if not wall_s:
         return None
-    busy_us = sum(getattr(e, "self_device_time_total", 0.0) for e in prof.key_averages())
+    busy_us = sum(e.self_device_time_total for e in prof.key_averages() if e.device_type == DeviceType.CUDA)
     return busy_us / (wall_s * 1e6) if busy_us else None
 
 

@@ -162,3 +162,18 @@ def test_data_dir_is_for_bench_train_only(tmp_path, capsys):
     assert "--data-dir applies to bench train only, not to bench decode" in capsys.readouterr().err
     assert cli(["bench", "train", "--data-dir", str(tmp_path / "none")]) == 2
     assert f"--data-dir {tmp_path / 'none'}: no such directory" in capsys.readouterr().err
+
+
+def test_gpu_busy_fraction_sums_the_cuda_events_self_time_only():
+    from types import SimpleNamespace as NS
+
+    from torch.autograd import DeviceType
+
+    from benchmarks.micro.train.probe import busy_fraction
+
+    # a CPU op's self device time repeats its kernels' time: counted once, from the CUDA events
+    evs = [NS(device_type=DeviceType.CPU, self_device_time_total=400.0),
+           NS(device_type=DeviceType.CUDA, self_device_time_total=300.0),
+           NS(device_type=DeviceType.CUDA, self_device_time_total=100.0)]
+    assert busy_fraction(NS(key_averages=lambda: evs), 0.001) == pytest.approx(0.4)
+    assert busy_fraction(NS(key_averages=lambda: evs[:1]), 0.001) is None  # no CUDA activity (a CPU run)
