@@ -79,7 +79,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def profile_cell(cell, suite: str, out: Path, *, steps: int, warmup: int, rows: int, data_dir: Path | None,
                  cache_dir: Path | None) -> int:
     """Profile ``cell`` into ``out``; print the summary. Returns the exit code."""
-    import json
+    import contextlib
 
     from benchmarks.micro.train.probe import StepProbe, probed_cell, top_ops
     from benchmarks.run import records as R
@@ -91,6 +91,8 @@ def profile_cell(cell, suite: str, out: Path, *, steps: int, warmup: int, rows: 
     probe = StepProbe(warmup=warmup, steps=steps, sync_steps=steps, profile_steps=steps)
     opts = RunOptions(out=out, data_dir=data_dir, cache_dir=cache_dir or DEFAULT_CACHE, log=print)
     rec = probed_cell(cell, suite, opts, probe)
+    with contextlib.suppress(OSError):  # the runner's checkpoint folder, empty again
+        (out / ".checkpoints").rmdir()
     s = probe.summary()
     if probe.prof is None or s.get("profile_steps", 0) < steps:
         print(f"attnbench: the cell ended after {probe.i} of {probe.total} training steps"

@@ -78,7 +78,7 @@ def bare_loop(module: Any, batches: list, *, device: str, precision: str, clip: 
     run(steps)
     sync()
     secs = time.perf_counter() - t0
-    counter = SyncCounter()
+    counter = SyncCounter(host_ops=not cuda)
     with counter:
         run(sync_steps)
     out: dict[str, Any] = {"steps": steps, "time_s": secs, "steps_per_s": steps / secs if secs else None,

@@ -7,8 +7,10 @@ batches into phases, in this order:
   on CUDA; a run ends at the epoch's last batch, so validation is never timed, and the next
   run starts at a batch start, so the data loading before it is left out, a bias of at most
   one batch load per epoch in the cell's favour); ``steps_per_s`` = steps / their time;
-* ``syncs``: host-device synchronisations counted (:class:`~.syncs.SyncCounter`, from a
-  batch's start to the next batch's start, or to the epoch's last batch end);
+* ``syncs``: host-device synchronisations counted (:class:`~.syncs.SyncCounter`) from a
+  batch's start (loaded and on the device) to its end: the training step, the module's and
+  the callbacks' batch hooks; not the data loading (on the host: a data set's per-sample
+  ``int(label)`` is no device sync); on CUDA only ops on device tensors count;
 * ``profile``: ``torch.profiler`` (CPU, and CUDA where there is one), paused outside the
   training steps as above; gives the top ops, a Chrome trace and the GPU busy fraction.
 
@@ -68,6 +70,7 @@ class StepProbe(L.Callback):
         self.sync_steps = 0
         self._counting = False
         self.prof: Any = None
+        self._prof_running = False
         self.prof_steps = 0
         self.prof_wall_s = 0.0
         self._pt0: float | None = None
@@ -103,6 +106,7 @@ class StepProbe(L.Callback):
             self._sync()
             self._seg = [time.perf_counter(), 0]
         elif ph == "syncs" and not self._counting:
+            self.syncs.host_ops = not self.cuda
             self.syncs.__enter__()
             self._counting = True
         elif ph == "profile":
@@ -111,6 +115,7 @@ class StepProbe(L.Callback):
                 acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if self.cuda else [])
                 self.prof = torch.profiler.profile(activities=acts)
                 self.prof.start()
+                self._prof_running = True
             elif self._pt0 is None:
                 self.prof.toggle_collection_dynamic(True, self.prof.activities)
             if self._pt0 is None:
@@ -127,8 +132,7 @@ class StepProbe(L.Callback):
                 self._close_segment()
         elif ph == "syncs":
             self.sync_steps += 1
-            if last or nxt != "syncs":
-                self._stop_counting()
+            self._stop_counting()
         elif ph == "profile":
             self.prof_steps += 1
             if last or nxt != "profile":
@@ -141,6 +145,9 @@ class StepProbe(L.Callback):
 
     def on_fit_end(self, trainer, pl_module) -> None:
         self._close_all()
+        if self._prof_running:  # training ended inside the profiled steps, between two epochs
+            self.prof.stop()
+            self._prof_running = False
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self._close_all()
@@ -165,6 +172,7 @@ class StepProbe(L.Callback):
         self._pt0 = None
         if final:
             self.prof.stop()
+            self._prof_running = False
         else:
             self.prof.toggle_collection_dynamic(False, self.prof.activities)
 

@@ -39,6 +39,7 @@ def test_profile_of_the_quick_configs_small_cell_on_cpu(tmp_path, capsys):
     assert rec["steps_per_s"] > 0 and rec["syncs_per_step"] is not None
     assert (out / "profile.txt").read_text().startswith(f"cell {SMALL}")
     assert not list(out.glob(".*.tmp")) and not (out / "runs").exists()  # no record stored, no temporary left
+    assert not (out / ".checkpoints").exists()
 
 
 def test_the_same_cell_by_its_id(tmp_path):

@@ -177,3 +177,11 @@ def test_gpu_busy_fraction_sums_the_cuda_events_self_time_only():
            NS(device_type=DeviceType.CUDA, self_device_time_total=100.0)]
     assert busy_fraction(NS(key_averages=lambda: evs), 0.001) == pytest.approx(0.4)
     assert busy_fraction(NS(key_averages=lambda: evs[:1]), 0.001) is None  # no CUDA activity (a CPU run)
+
+
+def test_on_a_gpu_run_reads_of_host_tensors_are_no_syncs():
+    x = torch.randn(6)
+    with SyncCounter(host_ops=False) as syncs:  # what the probe and the bare loop use on CUDA
+        float(x.sum())
+        torch.nonzero(x)
+    assert syncs.total == 0
