@@ -6,6 +6,7 @@ that returns an exit code, one module per concern:
 * :mod:`benchmarks.cli.suite`: ``run CONFIG``, ``report [DIR]``, ``data [CONFIG]``, ``list``;
 * :mod:`benchmarks.cli.bench`: ``bench NAME`` (a micro-benchmark from
   :data:`benchmarks.micro.MICRO_BENCHMARKS`);
+* :mod:`benchmarks.cli.profile`: ``profile CONFIG --cell ID|INDEX`` (where one cell's training time goes);
 * :mod:`benchmarks.cli.evaluate`: ``eval OUT``; :mod:`benchmarks.cli.cells`: ``cell``, ``status``
   and the launcher options of ``run``; :mod:`benchmarks.cli.env`: ``env``.
 
@@ -41,6 +42,7 @@ SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _lazy("benchmarks.cli.suite", "add_report"),
     _lazy("benchmarks.cli.evaluate", "add_eval"),
     _lazy("benchmarks.cli.bench", "add_bench"),
+    _lazy("benchmarks.cli.profile", "add_profile"),
     _lazy("benchmarks.cli.suite", "add_list"),
     _lazy("benchmarks.cli.suite", "add_data"),
     _lazy("benchmarks.cli.cells", "add_cell"),

@@ -30,6 +30,10 @@ def add_bench(sub: argparse._SubParsersAction) -> None:
         "--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
         help="override a config key (dotted, value as YAML), e.g. --set sequence.lengths=[256,512]; repeatable",
     )
+    p.add_argument("--data-dir", metavar="DIR", help="bench train: measure the cells of the real-data suites, "
+                   "datasets read from DIR (default: synthetic data, offline)")
+    p.add_argument("--cache-dir", metavar="DIR", help="bench train: writable data cache (default: $ATTNBENCH_CACHE "
+                   "or ~/.cache/attnbench)")
     p.set_defaults(handler=cmd_bench)
 
 
@@ -41,4 +45,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
     config = args.config if args.config is not None else CONFIG_DIR / bench.default_config
     out = args.out if args.out is not None else Path("results") / "bench" / bench.name
-    return bench.run(config=config, out=out, device=args.device, dtype=args.dtype, sets=args.sets)
+    extra = {}
+    for opt, value in (("--data-dir", args.data_dir), ("--cache-dir", args.cache_dir)):
+        if value is None:
+            continue
+        if bench.name != "train":
+            raise CliError(f"{opt} applies to bench train only, not to bench {bench.name}")
+        path = Path(value).expanduser()
+        if opt == "--data-dir" and not path.is_dir():
+            raise CliError(f"--data-dir {value}: no such directory")
+        extra[opt[2:].replace("-", "_")] = path
+    return bench.run(config=config, out=out, device=args.device, dtype=args.dtype, sets=args.sets, **extra)

@@ -44,6 +44,10 @@ _ALL = (
     MicroBenchmark("recurrence", "benchmarks.micro.recurrence",
                    "recurrences: training-step time and peak memory vs L of the scan (odd/even doubling vs the "
                    "sequential loop) and of every registered recurrence vs torch.nn.GRU/LSTM", ("bench_recurrence.yaml",)),
+    MicroBenchmark("train", "benchmarks.micro.train",
+                   "what the cell machinery costs: steps/s of each domain's attention model and best baseline through "
+                   "the real cell path (Lightning Trainer + task module + callbacks) vs a bare PyTorch loop, syncs per "
+                   "step, GPU busy fraction", ("bench_train.yaml",)),
     MicroBenchmark("speech", "tasks.speech.bench",
                    "speech models: train-step time and peak memory per sequence vs length (500-4000 frames), "
                    "full vs truncated attention vs LSTM vs CNN", ("bench_speech.yaml",)),

@@ -86,11 +86,13 @@ TRAINER_FIELDS = {
     "deterministic": Field("bool", False),
     "tf32": Field("bool", False, doc="CUDA: TF32 for float32 matmuls and cuDNN convolutions alike (one switch, "
                   "so no model family gets a faster float32 than another); false: true float32 everywhere"),
+    "compile": Field("bool", False, doc="torch.compile the network (in the worker); its compile time is recorded "
+                     "apart from the train time (cost.compile_s); a network that cannot compile fails its cell"),
 }
 
 #: Trainer keys added after records were first written: left out of a cell's resolved config
 #: (and so of its id) while they keep their default, so existing cell ids stay valid.
-OMIT_WHEN_DEFAULT = {"tf32": False}
+OMIT_WHEN_DEFAULT = {"tf32": False, "compile": False}
 
 
 def resolve_device(accelerator: str) -> str:

@@ -1,6 +1,8 @@
 """Lightning callbacks of a cell: the learning curve, the NaN guard, train/test compute time
-without a host synchronisation per batch, and progress lines; plus a context that keeps
-Lightning's banners out of the progress output."""
+without a host synchronisation per batch, and progress lines; ``trainer.compile`` (the network
+compiled in place, its compile time measured apart); extra callbacks a caller attaches to the
+cells run in this process (:func:`attach_callbacks`: ``attnbench profile``, ``bench train``);
+plus a context that keeps Lightning's banners out of the progress output."""
 
 from __future__ import annotations
 
@@ -13,6 +15,23 @@ from typing import Any
 
 class CellFailure(RuntimeError):
     """A cell could not finish (NaN loss, no validation metric, ...): recorded as failed."""
+
+
+#: Callbacks attached to every cell this process trains while :func:`attach_callbacks` is open.
+_EXTRA: list[Any] = []
+
+
+@contextlib.contextmanager
+def attach_callbacks(*callbacks: Any):
+    """Attach ``callbacks`` (Lightning callbacks) to the trainer of every cell run in this process
+    inside the ``with``: the runner builds its own callback list, and the cell's monitor adds
+    these to it when fit starts (its ``setup``), so the real cell path is observed, not a copy."""
+    _EXTRA.extend(callbacks)
+    try:
+        yield
+    finally:
+        for cb in callbacks:
+            _EXTRA.remove(cb)
 
 
 
@@ -79,6 +98,11 @@ def _callbacks_module():
             else:
                 self.test_time += total
             self._events[stage] = []
+
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            # Lightning calls the callbacks' setup over trainer.callbacks, so the ones added here
+            # have their own setup called in the same pass (before the model moves to its device)
+            trainer.callbacks.extend(cb for cb in _EXTRA if cb not in trainer.callbacks)
 
         def on_fit_start(self, trainer, pl_module) -> None:
             self._fit_start = self._last_print = time.perf_counter()
@@ -151,6 +175,103 @@ def _callbacks_module():
                 )
 
     return CellMonitor
+
+
+#: ``trainer.compile``: how the compile time is measured (stored in the record with the numbers).
+COMPILE_METHOD = ("torch.compile of the task module's network in place (nn.Module.compile: the same parameters "
+                  "and state-dict keys) when fit sets up; compile happens lazily in the first batch of each mode, so "
+                  "compile_s = (first train batch - median of the next train batches) + (the same for validation); "
+                  "wall clock, synchronised at the end of each of those first batches")
+#: extra keyword arguments of torch.compile (tests set a backend here)
+COMPILE_KWARGS: dict[str, Any] = {}
+#: batches timed per stage to measure the compile time (the first, then the steady median of the rest)
+COMPILE_PROBE_BATCHES = 4
+
+
+def compile_failure(model: str, reason: str | None) -> str:
+    """The one-line reason of a cell whose network ``torch.compile`` could not compile."""
+    return (f"trainer.compile: torch.compile could not compile model {model!r} ({reason}); "
+            "set trainer.compile: false for this cell")
+
+
+def _compile_callback():
+    """The ``trainer.compile`` callback class, defined lazily (Lightning and torch imports)."""
+    import statistics
+
+    import lightning as L
+    import torch
+
+    class CompileNetwork(L.Callback):
+        """Compiles ``pl_module.net`` in place at fit's setup and times the first
+        :data:`COMPILE_PROBE_BATCHES` batches of training and of validation (see
+        :data:`COMPILE_METHOD`); :meth:`summary` is the record's ``cost.compile`` block.
+        ``failed_compiling``: an exception came out of a stage's first batch (where compiling happens)."""
+
+        def __init__(self) -> None:
+            self.times: dict[str, list[float]] = {"train": [], "val": []}
+            self._t0 = 0.0
+            self._in_first: str | None = None
+            self.failed_compiling = False
+            self.error: str | None = None  # the compile error, one line
+            self.compiled = False
+
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            if stage == "fit" and not self.compiled:
+                net = getattr(pl_module, "net", None)
+                if not isinstance(net, torch.nn.Module):
+                    raise CellFailure(f"trainer.compile: the task module {type(pl_module).__name__} has no network "
+                                      "in .net to compile")
+                net.compile(**COMPILE_KWARGS)
+                self.compiled = True
+
+        def _begin(self, trainer, stage: str) -> None:
+            if len(self.times[stage]) < COMPILE_PROBE_BATCHES:
+                self._in_first = stage if not self.times[stage] else None
+                self._t0 = time.perf_counter()
+
+        def _end(self, trainer, stage: str) -> None:
+            if len(self.times[stage]) < COMPILE_PROBE_BATCHES:
+                if trainer.strategy.root_device.type == "cuda":
+                    torch.cuda.synchronize()
+                self.times[stage].append(time.perf_counter() - self._t0)
+                self._in_first = None
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+            self._begin(trainer, "train")
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            self._end(trainer, "train")
+
+        def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0) -> None:
+            if not trainer.sanity_checking:
+                self._begin(trainer, "val")
+
+        def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+            if not trainer.sanity_checking:
+                self._end(trainer, "val")
+
+        def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+            self.failed_compiling = self._in_first is not None
+            inner = getattr(exception, "inner_exception", None) or exception  # a backend's own error
+            lines = [ln for ln in str(inner).strip().splitlines() if ln.strip()]
+            self.error = f"{type(inner).__name__}: {lines[0][:300] if lines else repr(inner)}"
+
+        def summary(self) -> dict[str, Any]:
+            """``{"method", "compile_s", "train": {first_batch_s, steady_batch_s, compile_s}, "val": ...}``
+            (a stage with one batch only: its compile_s is the whole first batch, ``steady_batch_s`` None)."""
+            out: dict[str, Any] = {"method": COMPILE_METHOD, "compile_s": 0.0}
+            for stage, ts in self.times.items():
+                if not ts:
+                    continue
+                steady = statistics.median(ts[1:]) if len(ts) > 1 else None
+                c = max(ts[0] - (steady or 0.0), 0.0)
+                out[stage] = {"first_batch_s": round(ts[0], 4), "steady_batch_s": None if steady is None
+                              else round(steady, 4), "compile_s": round(c, 4)}
+                out["compile_s"] += c
+            out["compile_s"] = round(out["compile_s"], 4)
+            return out
+
+    return CompileNetwork
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ from benchmarks.run import records as R
 from benchmarks.config.plugins import PLUGINS_ENV
 from benchmarks.config.suite import Cell
 
-__all__ = ["EXIT", "UnitResult", "execute_cell", "cells_from_manifest", "record_target", "log_path",
+__all__ = ["EXIT", "UnitResult", "execute_cell", "train_cell", "cells_from_manifest", "record_target", "log_path",
            "run_unit", "start_unit", "end_unit", "unit_result", "write_crash_record", "describe_exit", "load_plugins",
            "RESOURCES_ENV", "PLUGINS_ENV"]
 
@@ -105,10 +105,10 @@ def execute_cell(cell: Cell, suite: str, opts, *, seen: dict[str, Any] | None = 
 
     A rank > 0 of a multi-device cell (:func:`benchmarks.run.distributed.launch_rank`) only trains:
     rank 0 holds the claim and writes the record; it returns ``(status, record, None)``."""
-    from benchmarks.run.runner import _on_disk, _should_run, _store, run_cell
+    from benchmarks.run.runner import _on_disk, _should_run, _store
 
     if D.launch_rank() > 0:  # decided before any check: rank 0 already decided to run it
-        rec = run_cell(cell, suite, opts)
+        rec = train_cell(cell, suite, opts)
         return rec["status"], rec, None
     target = record_target(opts.out, cell)
     if not seen_known:
@@ -122,9 +122,43 @@ def execute_cell(cell: Cell, suite: str, opts, *, seen: dict[str, Any] | None = 
         prev = _on_disk(target)
         if prev is not None and not _should_run(prev, opts, seen):
             return "finished", prev, target
-        rec = run_cell(cell, suite, opts)
+        rec = train_cell(cell, suite, opts)
         path = _store(target, rec, opts, seen, opts.log)
     return rec["status"], rec, path
+
+
+def train_cell(cell: Cell, suite: str, opts, *, callbacks: tuple = ()) -> dict[str, Any]:
+    """:func:`benchmarks.run.runner.run_cell` with the worker's options of a cell: with
+    ``trainer.compile: true`` its network is compiled (:mod:`benchmarks.run.callbacks`) and the
+    compile time is stored apart (``cost.compile_s`` and ``cost.compile``; ``train_time_s`` and
+    ``train_compute_s`` exclude it, their totals with it kept as ``*_with_compile_s``); a network
+    that cannot compile is a failed record with a one-line reason. ``callbacks``: more Lightning
+    callbacks attached to this cell's trainer (``attnbench profile``, ``bench train``)."""
+    from benchmarks.run.callbacks import _compile_callback, attach_callbacks, compile_failure
+    from benchmarks.run.runner import run_cell
+
+    compiler = _compile_callback()() if (cell.config.get("trainer") or {}).get("compile") else None
+    with attach_callbacks(*([compiler] if compiler else []), *callbacks):
+        rec = run_cell(cell, suite, opts)
+    if compiler is None:
+        return rec
+    if rec["status"] != "ok" and compiler.failed_compiling:
+        rec["reason"] = compile_failure(cell.model, compiler.error or rec["reason"])
+        return rec
+    cost = rec["cost"]
+    info = compiler.summary()
+    cost["compile"], cost["compile_s"] = info, info["compile_s"]
+    if cost.get("train_time_s") is not None:
+        cost["train_time_with_compile_s"] = cost["train_time_s"]
+        cost["train_time_s"] = round(max(cost["train_time_s"] - info["compile_s"], 0.0), 3)
+    compute, train_c = cost.get("train_compute_s"), (info.get("train") or {}).get("compile_s", 0.0)
+    if compute and compute > train_c:
+        cost["train_compute_with_compile_s"] = compute
+        cost["train_compute_s"] = round(compute - train_c, 3)
+        for key in ("train_samples_per_s", "train_tokens_per_s"):  # the same count over the compile-free time
+            if cost.get(key):
+                cost[key] = cost[key] * compute / (compute - train_c)
+    return rec
 
 
 # --------------------------------------------------------------------------- crashes

@@ -1,0 +1,216 @@
+"""Observe the real cell path: :class:`StepProbe`, a Lightning callback attached to a cell's own
+trainer (:func:`benchmarks.run.worker.train_cell` with ``callbacks=``), splits the training
+batches into phases, in this order:
+
+* ``warmup``: not measured (allocator, caches, lazy compile);
+* ``timed``: wall time of the steps (contiguous runs within an epoch, synchronised at both ends
+  on CUDA; a run ends at the epoch's last batch, so validation is never timed, and the next
+  run starts at a batch start, so the data loading before it is left out, a bias of at most
+  one batch load per epoch in the cell's favour); ``steps_per_s`` = steps / their time;
+* ``syncs``: host-device synchronisations counted (:class:`~.syncs.SyncCounter`) from a
+  batch's start (loaded and on the device) to its end: the training step, the module's and
+  the callbacks' batch hooks; not the data loading (on the host: a data set's per-sample
+  ``int(label)`` is no device sync); on CUDA only ops on device tensors count;
+* ``profile``: ``torch.profiler`` (CPU, and CUDA where there is one), paused outside the
+  training steps as above; gives the top ops, a Chrome trace and the GPU busy fraction.
+
+It keeps the cell's task module and data module (``module``, ``datamodule``) and the batches
+of the timed steps as the trainer handed them over (on the device; ``batches``), so that the
+bare loop (:mod:`.bare`) can run the same network over the same batches without Lightning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import lightning as L
+import torch
+
+from benchmarks.micro.train.syncs import SyncCounter
+
+__all__ = ["StepProbe", "probed_cell", "busy_fraction", "top_ops"]
+
+PHASES = ("warmup", "timed", "syncs", "profile")
+
+
+def busy_fraction(prof: Any, wall_s: float) -> float | None:
+    """Share of ``wall_s`` the GPU spent in kernels and copies: the self time of the profiler's
+    CUDA events summed, as its table's "Self CUDA time total" (one stream, so they do not
+    overlap); ``None`` without CUDA activity."""
+    from torch.autograd import DeviceType
+
+    if not wall_s:
+        return None
+    busy_us = sum(e.self_device_time_total for e in prof.key_averages() if e.device_type == DeviceType.CUDA)
+    return busy_us / (wall_s * 1e6) if busy_us else None
+
+
+def top_ops(prof: Any, *, cuda: bool, rows: int = 15) -> dict[str, str]:
+    """The profiler's tables of the ops with the most self time: ``cpu`` (and ``cuda``)."""
+    ka = prof.key_averages()
+    out = {"cpu": ka.table(sort_by="self_cpu_time_total", row_limit=rows)}
+    if cuda:
+        out["cuda"] = ka.table(sort_by="self_device_time_total", row_limit=rows)
+    return out
+
+
+class StepProbe(L.Callback):
+    """Phases of ``warmup``, ``steps``, ``sync_steps`` and ``profile_steps`` training batches
+    (see the module docstring); :meth:`summary` is the measurement."""
+
+    def __init__(self, *, warmup: int, steps: int, sync_steps: int, profile_steps: int = 0) -> None:
+        self.plan = [("warmup", warmup), ("timed", steps), ("syncs", sync_steps), ("profile", profile_steps)]
+        self.total = warmup + steps + sync_steps + profile_steps
+        self.i = 0  # training batches seen
+        self.segments: list[tuple[int, float]] = []  # (steps, seconds) of each timed run
+        self._seg: list[float] | None = None  # [t0, steps] of the open run
+        self.syncs = SyncCounter()
+        self.sync_steps = 0
+        self._counting = False
+        self.prof: Any = None
+        self._prof_running = False
+        self.prof_steps = 0
+        self.prof_wall_s = 0.0
+        self._pt0: float | None = None
+        self.cuda = False
+        self.module: Any = None
+        self.datamodule: Any = None
+        self.batches: list = []
+
+    def phase(self, i: int) -> str | None:
+        for name, n in self.plan:
+            if i < n:
+                return name
+            i -= n
+        return None
+
+    def _sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    # -- Lightning hooks -------------------------------------------------------------
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if stage == "fit":
+            self.module, self.datamodule = pl_module, trainer.datamodule
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self.cuda = trainer.strategy.root_device.type == "cuda"
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        ph = self.phase(self.i)
+        if ph == "timed":
+            self.batches.append(batch)
+        if ph == "timed" and self._seg is None:
+            self._sync()
+            self._seg = [time.perf_counter(), 0]
+        elif ph == "syncs" and not self._counting:
+            self.syncs.host_ops = not self.cuda
+            self.syncs.__enter__()
+            self._counting = True
+        elif ph == "profile":
+            self._sync()
+            if self.prof is None:
+                acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if self.cuda else [])
+                self.prof = torch.profiler.profile(activities=acts)
+                self.prof.start()
+                self._prof_running = True
+            elif self._pt0 is None:
+                self.prof.toggle_collection_dynamic(True, self.prof.activities)
+            if self._pt0 is None:
+                self._pt0 = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        ph = self.phase(self.i)
+        self.i += 1
+        nxt = self.phase(self.i)
+        last = batch_idx + 1 >= trainer.num_training_batches  # validation may come next: close the runs
+        if ph == "timed" and self._seg is not None:
+            self._seg[1] += 1
+            if last or nxt != "timed":
+                self._close_segment()
+        elif ph == "syncs":
+            self.sync_steps += 1
+            self._stop_counting()
+        elif ph == "profile":
+            self.prof_steps += 1
+            if last or nxt != "profile":
+                self._pause_profile(final=nxt != "profile")
+        if self.i >= self.total:
+            trainer.should_stop = True
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        self._close_all()
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self._close_all()
+        if self._prof_running:  # training ended inside the profiled steps, between two epochs
+            self.prof.stop()
+            self._prof_running = False
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self._close_all()
+
+    # -- closing ---------------------------------------------------------------------
+    def _close_segment(self) -> None:
+        self._sync()
+        t0, n = self._seg
+        self.segments.append((int(n), time.perf_counter() - t0))
+        self._seg = None
+
+    def _stop_counting(self) -> None:
+        if self._counting:
+            self.syncs.__exit__(None, None, None)
+            self._counting = False
+
+    def _pause_profile(self, *, final: bool) -> None:
+        if self.prof is None or self._pt0 is None:
+            return
+        self._sync()
+        self.prof_wall_s += time.perf_counter() - self._pt0
+        self._pt0 = None
+        if final:
+            self.prof.stop()
+            self._prof_running = False
+        else:
+            self.prof.toggle_collection_dynamic(False, self.prof.activities)
+
+    def _close_all(self) -> None:
+        if self._seg is not None:
+            self._close_segment()
+        self._stop_counting()
+        if self._pt0 is not None:
+            self._pause_profile(final=True)
+
+    # -- result ----------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """``steps``, ``time_s``, ``steps_per_s``, ``segments``, ``sync_steps``, ``syncs_per_step``,
+        ``syncs_by_op`` and, after a profile on CUDA, ``gpu_busy_fraction``."""
+        steps = sum(n for n, _ in self.segments)
+        secs = sum(t for _, t in self.segments)
+        out: dict[str, Any] = {
+            "steps": steps, "time_s": secs, "steps_per_s": steps / secs if secs else None,
+            "segments": [[n, round(t, 6)] for n, t in self.segments],
+            "sync_steps": self.sync_steps,
+            "syncs_per_step": self.syncs.total / self.sync_steps if self.sync_steps else None,
+            "syncs_by_op": dict(self.syncs.by_op),
+        }
+        if self.prof is not None:
+            out["profile_steps"], out["profile_wall_s"] = self.prof_steps, self.prof_wall_s
+            out["gpu_busy_fraction"] = busy_fraction(self.prof, self.prof_wall_s) if self.cuda else None
+        return out
+
+
+def probed_cell(cell: Any, suite: str, opts: Any, probe: StepProbe) -> dict[str, Any]:
+    """Run ``cell`` through the worker's real path (:func:`benchmarks.run.worker.train_cell`:
+    the runner's Trainer, task module and callbacks, ``trainer.compile`` included) with ``probe``
+    attached, for ``probe.total`` training steps at most (no early stop, no time budget); returns
+    the cell's record (its status says whether the rest of the cell, testing, went through)."""
+    from benchmarks.run.worker import train_cell
+
+    t = dict(cell.config["trainer"])
+    t.update(max_steps=probe.total, max_epochs=max(probe.total, 1), min_epochs=0, early_stopping_patience=None,
+             max_time_s=None)
+    short = dataclasses.replace(cell, config={**cell.config, "trainer": t})
+    return train_cell(short, suite, opts, callbacks=(probe,))

@@ -1,0 +1,187 @@
+"""``attnbench bench train`` (benchmarks.micro.train): the sync counter, the probe on the real
+cell path, the bare loop against a hand-written reference loop, the config and a tiny sweep
+through the CLI (toy task, in-process)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+
+from benchmarks.cli import main as cli
+from benchmarks.config.schema import ConfigError
+from benchmarks.config.suite import expand, validate_suite
+from benchmarks.micro import train as bt
+from benchmarks.micro.train.bare import bare_loop, bare_step
+from benchmarks.micro.train.probe import StepProbe, probed_cell
+from benchmarks.micro.train.syncs import SyncCounter
+from benchmarks.run.runner import RunOptions
+from tests.helpers import toy_task
+
+toy_task.register()
+
+TOY_SUITE = {"suite": "toy", "seeds": 1, "trainer": {"max_epochs": 3, "accelerator": "cpu"},
+             "cells": [{"task": "toy", "dataset": "points", "models": ["linear"]}]}
+
+
+# --------------------------------------------------------------------------- syncs
+def test_sync_counter_counts_scalar_reads_and_data_dependent_shapes():
+    x = torch.randn(6)
+    with SyncCounter() as syncs:
+        (x * 2 + 1).exp().sum()  # sync-free
+    assert syncs.total == 0
+    with SyncCounter() as syncs:
+        float(x.sum())
+        x[x > 0]
+        torch.nonzero(x)
+        torch.unique(x)
+    assert syncs.by_op["aten._local_scalar_dense"] == 1 and syncs.by_op["aten.nonzero"] == 1
+    assert syncs.by_op["aten.index (boolean mask)"] == 1 and syncs.total == 4
+
+
+def test_sync_counter_leaves_out_an_optimisers_host_step_counters_only():
+    torch.manual_seed(0)
+    net = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(net.parameters())
+
+    def closure():  # forward and backward inside optimizer.step, as Lightning runs them
+        opt.zero_grad()
+        loss = net(torch.randn(4, 3)).sum()
+        loss.backward()
+        loss.item()
+        return loss
+
+    opt.step(closure)  # the state (step counters) exists from here on
+    with SyncCounter() as syncs:
+        for _ in range(3):
+            opt.step(closure)
+    assert syncs.total == 3  # the three loss.item(), not AdamW's reads of its step counters
+
+
+# --------------------------------------------------------------------------- probe and bare loop
+def _toy_cell():
+    return expand(validate_suite(copy.deepcopy(TOY_SUITE)))[0]
+
+
+def test_probe_times_the_real_cell_path_and_keeps_its_batches(tmp_path):
+    probe = StepProbe(warmup=2, steps=4, sync_steps=2)
+    rec = probed_cell(_toy_cell(), "t", RunOptions(out=tmp_path, cache_dir=tmp_path / "c", log=lambda s: None), probe)
+    s = probe.summary()
+    assert rec["status"] == "ok", rec["reason"]
+    # 3 batches an epoch (160 points / 64): the timed runs stop at each epoch's last batch
+    assert s["steps"] == 4 and len(probe.batches) == 4 and s["steps_per_s"] > 0
+    assert sum(n for n, _ in s["segments"]) == 4 and len(s["segments"]) >= 2
+    assert s["sync_steps"] == 2 and s["syncs_per_step"] >= 1  # the NaN guard reads the loss on a CPU
+    assert probe.i == probe.total == 8 and rec["epochs_run"] <= 3
+
+
+def test_bare_step_matches_a_hand_written_loop():
+    torch.manual_seed(0)
+    module = toy_task.TASKS.get("toy").make_module(torch.nn.Linear(4, 2), {}, lr=0.05)
+    ref = copy.deepcopy(module.net)
+    batches = [(torch.randn(8, 4), torch.randint(0, 2, (8,))) for _ in range(3)]
+    step, _ = bare_step(module, precision="32-true", clip=0.5)
+    opt = torch.optim.AdamW(ref.parameters(), lr=0.05, weight_decay=0.0)  # TaskModule's default
+    for b in batches * 2:
+        step(b)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(ref(b[0]), b[1]).backward()
+        torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+        opt.step()
+    for p, q in zip(module.net.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+def test_bare_loop_measures_the_phases():
+    module = toy_task.TASKS.get("toy").make_module(torch.nn.Linear(4, 2), {}, lr=0.05)
+    batches = [(torch.randn(8, 4), torch.randint(0, 2, (8,)))]
+    r = bare_loop(module, batches, device="cpu", precision="32-true", clip=None, warmup=1, steps=3, sync_steps=2)
+    assert r["steps"] == 3 and r["steps_per_s"] > 0 and r["syncs_per_step"] == 0 and "gpu_busy_fraction" not in r
+
+
+# --------------------------------------------------------------------------- config and sweep
+def _config(tmp_path, **extra):
+    suite = tmp_path / "toy_suite.yaml"
+    suite.write_text(json.dumps(TOY_SUITE))
+    body = {"benchmark": "train", "device": "cpu", "isolate": False, "warmup": 1, "repeats": 3, "sync_steps": 1,
+            "rounds": 2, "loader_batches": 4, "suite": str(suite), "models": {"toy": ["linear"]}, **extra}
+    p = tmp_path / "bench_train.yaml"
+    p.write_text(json.dumps(body))
+    return str(p)
+
+
+def test_shipped_config_names_an_attention_model_and_a_baseline_per_domain():
+    cfg = bt.load_config()
+    cells = bt.select_cells(cfg, real=False, device="cpu")
+    fams = {}
+    for c in cells:
+        fams.setdefault(c.task, []).append(c.family)
+    assert set(fams) == set(bt.DOMAINS)
+    assert all(f[0] == "attention" and f[1] != "attention" for f in fams.values())
+    assert all(c.seed == 0 and c.config["trainer"]["accelerator"] == "cpu" for c in cells)
+
+
+@pytest.mark.parametrize("models,match", [
+    ({"chess": ["x"]}, r"models.chess: no cell of task 'chess' in suite .*; tasks there: toy"),
+    ({"toy": ["lstm"]}, r"models.toy: model 'lstm' has no cell in suite .*; valid: linear"),
+])
+def test_a_model_or_task_not_in_the_suite_is_one_line(tmp_path, models, match):
+    cfg = bt.load_config(_config(tmp_path, models=models))
+    with pytest.raises(ConfigError, match=match):
+        bt.select_cells(cfg, real=False, device="cpu")
+
+
+def test_bad_models_value_and_missing_suite_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match=r"models=\[\] is invalid: expected \{task: \[model, \.\.\.\]\}"):
+        bt.load_config(_config(tmp_path, models=[]))
+    cfg = bt.load_config(_config(tmp_path, suite="nosuch"))
+    with pytest.raises(ConfigError, match=r"suite config 'nosuch' not found \(a path, or one of: .*quick"):
+        bt.select_cells(cfg, real=False, device="cpu")
+
+
+def test_tiny_sweep_through_the_cli(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli(["bench", "train", "--config", _config(tmp_path), "--out", str(out)]) == 0
+    doc = json.loads((out / "bench_train.json").read_text())
+    assert doc["status"] == "done" and (out / "bench_train.png").exists()
+    (p,) = doc["points"]
+    assert p["status"] == "ok", p.get("reason")
+    assert p["method"] == "toy/linear" and len(p["ratios"]) == 2 and p["cell_status"] == ["ok", "ok"]
+    assert p["ratio"] == pytest.approx(p["cell_steps_per_s"] / p["bare_steps_per_s"])
+    assert p["bare_syncs_per_step"] == 0 and p["cell_syncs_per_step"] >= 1 and p["loader_batches_per_s"] > 0
+    (chk,) = [c for c in doc["checks"] if c["name"] == "toy/linear: cell / bare steps/s"]
+    assert chk["target"] == ">= 0.9" and chk["pass"] == (p["ratio"] >= 0.9)
+    printed = capsys.readouterr().out
+    assert "| toy/linear |" in printed and "cell / bare steps/s" in printed
+
+
+def test_data_dir_is_for_bench_train_only(tmp_path, capsys):
+    assert cli(["bench", "decode", "--data-dir", str(tmp_path)]) == 2
+    assert "--data-dir applies to bench train only, not to bench decode" in capsys.readouterr().err
+    assert cli(["bench", "train", "--data-dir", str(tmp_path / "none")]) == 2
+    assert f"--data-dir {tmp_path / 'none'}: no such directory" in capsys.readouterr().err
+
+
+def test_gpu_busy_fraction_sums_the_cuda_events_self_time_only():
+    from types import SimpleNamespace as NS
+
+    from torch.autograd import DeviceType
+
+    from benchmarks.micro.train.probe import busy_fraction
+
+    # a CPU op's self device time repeats its kernels' time: counted once, from the CUDA events
+    evs = [NS(device_type=DeviceType.CPU, self_device_time_total=400.0),
+           NS(device_type=DeviceType.CUDA, self_device_time_total=300.0),
+           NS(device_type=DeviceType.CUDA, self_device_time_total=100.0)]
+    assert busy_fraction(NS(key_averages=lambda: evs), 0.001) == pytest.approx(0.4)
+    assert busy_fraction(NS(key_averages=lambda: evs[:1]), 0.001) is None  # no CUDA activity (a CPU run)
+
+
+def test_on_a_gpu_run_reads_of_host_tensors_are_no_syncs():
+    x = torch.randn(6)
+    with SyncCounter(host_ops=False) as syncs:  # what the probe and the bare loop use on CUDA
+        float(x.sum())
+        torch.nonzero(x)
+    assert syncs.total == 0

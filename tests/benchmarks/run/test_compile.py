@@ -1,0 +1,78 @@
+"""``trainer.compile``: opt-in per cell, absent from the cell ids while false (every shipped
+config keeps its ids), the network compiled in the worker with its compile time stored apart
+from the train time, and a network that cannot compile failing its cell with one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.config.schema import ConfigError, load_yaml
+from benchmarks.config.suite import expand, load_suite, validate_suite
+from benchmarks.run import callbacks as CB
+from benchmarks.run import records as R
+from benchmarks.run.runner import RunOptions, run_suite
+from tests.helpers import toy_task
+
+toy_task.register()
+CONFIGS = Path(__file__).resolve().parents[3] / "benchmarks" / "configs"
+
+#: ids of quick.yaml cells as main computed them before ``trainer.compile`` existed
+QUICK_IDS = {"graphs/sbm/graph_attention seed=0": "950b060b60bd", "graphs/sbm/gcn seed=1": "b86c16dc0d95",
+             "pos_tagging/synthetic/transformer seed=0": "a634125011d8",
+             "translation/synthetic/convs2s seed=0": "af3efc500d69", "speech/synthetic/cnn seed=0": "47fe4ad23256"}
+
+
+def test_quick_ids_unchanged():
+    ids = {c.label: c.cell_id for c in expand(load_suite(CONFIGS / "quick.yaml"))}
+    assert {k: ids[k] for k in QUICK_IDS} == QUICK_IDS
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_compile_false_keeps_every_shipped_id(path):
+    if "benchmark" in load_yaml(path):
+        pytest.skip("a micro-benchmark config, not a suite")
+    plain = [c.cell_id for c in expand(load_suite(path))]
+    off = [c.cell_id for c in expand(load_suite(path, ["trainer.compile=false"]))]
+    on = [c.cell_id for c in expand(load_suite(path, ["trainer.compile=true"]))]
+    assert plain == off
+    assert not set(on) & set(plain)  # a compiled cell is a cell of its own
+
+
+def test_compile_value_validated():
+    cfg = {"suite": "t", "trainer": {"compile": "yes"}, "cells": [{"task": "toy", "dataset": "points"}]}
+    with pytest.raises(ConfigError, match=r"trainer.compile='yes' is invalid"):
+        validate_suite(cfg)
+
+
+def _run(tmp_path, compile_: bool):
+    cfg = validate_suite({"suite": "t", "seeds": 1, "trainer": {"max_epochs": 2, "accelerator": "cpu",
+                                                                  "compile": compile_},
+                          "cells": [{"task": "toy", "dataset": "points", "models": ["linear"]}]})
+    lines: list[str] = []
+    summary = run_suite(cfg, RunOptions(out=tmp_path / "out", cache_dir=tmp_path / "cache", log=lines.append))
+    return summary, R.load_records(tmp_path / "out")[0]
+
+
+def test_compiled_cell_records_compile_time_apart(tmp_path):
+    summary, rec = _run(tmp_path, True)  # the one real torch.compile (inductor) of the tests: slow on CPU
+    assert rec["status"] == "ok", rec["reason"]
+    cost = rec["cost"]
+    assert rec["config"]["trainer"]["compile"] is True
+    assert cost["compile_s"] > 0 and cost["compile"]["train"]["first_batch_s"] > cost["compile"]["train"]["steady_batch_s"]
+    assert cost["train_time_with_compile_s"] == pytest.approx(cost["train_time_s"] + cost["compile_s"], abs=2e-3)
+    assert cost["train_compute_s"] < cost["train_compute_with_compile_s"]
+    assert "first train batch" in cost["compile"]["method"]
+
+
+def test_network_that_cannot_compile_fails_with_one_line(tmp_path, monkeypatch):
+    def refuse(gm, example_inputs):
+        raise RuntimeError("this backend compiles nothing")
+
+    monkeypatch.setitem(CB.COMPILE_KWARGS, "backend", refuse)
+    summary, rec = _run(tmp_path, True)
+    assert rec["status"] == "failed" and summary.failed
+    assert rec["reason"].startswith("trainer.compile: torch.compile could not compile model 'linear' (")
+    assert "this backend compiles nothing" in rec["reason"] and "\n" not in rec["reason"]
+    assert rec["reason"].endswith("set trainer.compile: false for this cell")
