@@ -37,7 +37,8 @@ from tasks.common.io import write_atomic
 from tasks.common.sampling import BucketBatchSampler, ShardedBatchSampler, rank_and_world
 
 __all__ = [
-    "DataMissing", "DataCorrupt", "corrupt", "reading", "origin", "safe_unpickle", "SAFE_PICKLE_GLOBALS",
+    "DataMissing", "DataCorrupt", "corrupt", "reading", "origin", "read_text", "require_classes", "safe_unpickle",
+    "SAFE_PICKLE_GLOBALS",
     "inside", "file_stamp", "write_atomic", "default_cache_dir", "file_lock", "materialize",
     "tensor_checksum", "pad_sequences", "BucketBatchSampler", "SplitDataModule", "subset_indices",
 ]
@@ -90,6 +91,41 @@ def reading(path: str | os.PathLike) -> Iterator[None]:
         raise DataMissing(f"{origin(path)}: missing (expected at {err.filename or path})") from err
     except _READ_ERRORS as err:
         raise corrupt(path, err) from err
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The UTF-8 text of a plain or ``.gz`` file, ``\\r\\n`` and ``\\r`` read as ``\\n`` (Python's
+    universal newlines). An absent file is
+    :class:`DataMissing`; bad gzip is :class:`DataCorrupt`, and so are bytes that are not UTF-8,
+    naming the data-dir file and the line of the first bad byte."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataMissing(f"{origin(p)}: missing (expected at {p})")
+    with reading(p):
+        data = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
+    try:
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as err:
+        raise corrupt(p, f"not UTF-8 text ({err.reason} at byte {err.start}); the file must be UTF-8",
+                      data.count(b"\n", 0, err.start) + 1) from None
+
+
+def require_classes(labels: Tensor, *, what: str, names: Sequence[str] | None = None,
+                    source: str | os.PathLike | None = None) -> None:
+    """Refuse a classification split whose ``labels`` hold fewer than two classes (a damaged
+    label file, a tiny ``train_fraction``): nothing can be learnt or measured from it. The
+    error names ``what`` (the dataset and split) and, when given, the ``source`` label file
+    (:class:`DataCorrupt`; else :class:`ValueError`)."""
+    values = torch.unique(labels.flatten())
+    if values.numel() >= 2:
+        return
+    one = ", ".join(repr(names[int(v)]) if names is not None and 0 <= int(v) < len(names) else str(int(v))
+                    for v in values) or "none"
+    why = (f"{what}: {labels.numel()} label(s), all of one class ({one}); a classifier needs at least 2 classes"
+           + (f" (the dataset has {len(names)})" if names is not None else ""))
+    if source is not None:
+        raise corrupt(source, why)
+    raise ValueError(why)
 
 
 # ----------------------------------------------------------------------------- restricted unpickling
@@ -339,6 +375,12 @@ class SplitDataModule(L.LightningDataModule):
         """An item's sequence length for bucketing; None = no bucketing (plain batches)."""
         return None
 
+    def class_labels(self, ds: Dataset) -> tuple[Tensor, Sequence[str] | None] | None:
+        """For a classification dataset: the label of every item of ``ds`` ``(N,)`` and the class
+        names (or None); a training split with fewer than two classes is then refused at load
+        and by :meth:`limit_train`. None (the default): not a classification dataset."""
+        return None
+
     def checksum_parts(self) -> Iterable[Any]:
         """What :meth:`checksum` hashes; by default every item of every split (keep it cheap)."""
         for name in ("train", "val", "test"):
@@ -356,6 +398,9 @@ class SplitDataModule(L.LightningDataModule):
                     raise ValueError(f"{type(self).__name__}.load() returned no {name!r} split")
                 if len(splits[name]) == 0:
                     raise ValueError(f"{type(self).__name__}: the {name!r} split is empty")
+            labelled = self.class_labels(splits["train"])
+            if labelled is not None:
+                require_classes(labelled[0], what=f"{self._dataset_name()}, training split", names=labelled[1])
             self._splits = splits
         return self._splits
 
@@ -378,12 +423,20 @@ class SplitDataModule(L.LightningDataModule):
         ds = self.splits["train"]
         base = ds.dataset if isinstance(ds, Subset) else ds
         idx = subset_indices(len(base), fraction, seed)
+        labelled = self.class_labels(base)
+        if labelled is not None and len(idx) < len(base):
+            require_classes(labelled[0][idx], names=labelled[1], what=f"{self._dataset_name()}, training subset "
+                            f"of train_fraction={fraction} (seed {seed}; raise train_fraction)")
         self._splits["train"] = Subset(base, idx) if len(idx) < len(base) else base
         self.train_fraction = float(fraction)
         self._checksum = None
         if "num_train" in info:
             info["num_train"] = len(idx)
         return len(idx)
+
+    def _dataset_name(self) -> str:
+        name = getattr(self, "name", None) or getattr(self, "cache_name", None)
+        return name if isinstance(name, str) else type(self).__name__
 
     def prepare_data(self) -> None:
         _ = self.splits

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import urllib.request
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from tasks.common.data import (corrupt, default_cache_dir, materialize, reading, safe_unpickle, subset_indices,
-                               write_atomic)
+from tasks.common.data import (corrupt, default_cache_dir, materialize, origin, reading, require_classes, safe_unpickle,
+                               subset_indices, write_atomic)
 
 __all__ = [
     "PlanetoidDataModule",
@@ -78,6 +79,10 @@ class _FullBatchDataModule(L.LightningDataModule):
     def _load(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _label(self) -> str:
+        name = getattr(self, "name", None)
+        return f"{type(self).__name__.removesuffix('DataModule')} {name}" if isinstance(name, str) else type(self).__name__
+
     @property
     def data(self) -> Any:
         if self._data is None:
@@ -85,6 +90,7 @@ class _FullBatchDataModule(L.LightningDataModule):
             for key in ("train_mask", "val_mask", "test_mask"):
                 if getattr(data, key, None) is None or getattr(data, key).dtype != torch.bool:
                     raise ValueError(f"graph data lacks a boolean {key}")
+            require_classes(data.y[data.train_mask], what=f"{self._label()}, training nodes")
             self._data = data
         return self._data
 
@@ -112,6 +118,8 @@ class _FullBatchDataModule(L.LightningDataModule):
         data = self.data
         nodes = data.train_mask.nonzero().flatten()
         keep = nodes[subset_indices(len(nodes), fraction, seed)]
+        require_classes(data.y[keep], what=f"{self._label()}, training nodes kept by train_fraction={fraction} "
+                                           f"(seed {seed}; raise train_fraction)")
         mask = torch.zeros_like(data.train_mask)
         mask[keep] = True
         data.train_mask = mask
@@ -178,6 +186,57 @@ def _test_index(path: Path) -> torch.Tensor:
     return torch.tensor(out, dtype=torch.long)
 
 
+def _check_planetoid(path: dict[str, Path], m: dict[str, torch.Tensor], graph: dict, test_index: torch.Tensor,
+                     citeseer: bool) -> None:
+    """The raw files agree with each other (PyG checks none of this): row counts, feature and
+    class columns, one-hot labels, test indices and adjacency lists within the graph's nodes.
+    A disagreement is :class:`~tasks.common.data.DataCorrupt` naming the file (and line)."""
+    def name(s: str) -> str:
+        return path[s].name
+
+    for a, b, what in (("x", "y", "rows"), ("allx", "ally", "rows"), ("tx", "ty", "rows"), ("tx", "x", "columns"),
+                       ("allx", "x", "columns"), ("ty", "y", "columns"), ("ally", "y", "columns")):
+        dim = 0 if what == "rows" else 1
+        if m[a].shape[dim] != m[b].shape[dim]:
+            raise corrupt(path[a], f"{m[a].shape[dim]} {what}, but {name(b)} has {m[b].shape[dim]} "
+                                   f"({'one row per node' if what == 'rows' else 'they must agree'})")
+    if m["y"].shape[0] > m["ally"].shape[0]:
+        raise corrupt(path["y"], f"{m['y'].shape[0]} labelled nodes, more than the {m['ally'].shape[0]} rows of "
+                                 f"{name('ally')}")
+    for s in ("y", "ty", "ally"):
+        t = m[s]
+        bad = ((t != 0) & (t != 1)).any(1) | (t.sum(1) > 1)
+        if s == "y":
+            bad |= t.sum(1) == 0  # the labelled training nodes
+        if bad.any():
+            i = int(bad.nonzero()[0])
+            raise corrupt(path[s], f"row {i} is not a one-hot label over {t.shape[1]} classes "
+                                  f"({int(bad.sum())} such row(s)): {t[i].tolist()[:12]}")
+        if (t.sum(1) == 0).any():
+            warnings.warn(f"{origin(path[s])}: {int((t.sum(1) == 0).sum())} label row(s) are all zero, first row "
+                          f"{int((t.sum(1) == 0).nonzero()[0])}; those nodes get class 0 (as in PyG)", stacklevel=3)
+    n_test, first = m["tx"].shape[0], m["allx"].shape[0]
+    if test_index.numel() != n_test:
+        raise corrupt(path["test.index"], f"{test_index.numel()} test node indices, but {name('tx')} has {n_test} rows "
+                                          f"(one index per line, one line per row)")
+    high = 2**62 if citeseer else first + n_test  # CiteSeer's test range has isolated nodes (PyG pads them)
+    seen: set[int] = set()
+    for no, i in enumerate(test_index.tolist(), 1):
+        if i in seen:
+            raise corrupt(path["test.index"], f"node index {i} appears twice", line=no)
+        if not first <= i < high:
+            raise corrupt(path["test.index"], f"node index {i} is not a test node: test nodes follow the "
+                          f"{first} rows of {name('allx')}" + ("" if citeseer else f" (valid: {first}..{high - 1})"),
+                          line=no)
+        seen.add(i)
+    n = first + (int(test_index.max() - test_index.min()) + 1 if citeseer else n_test)  # as read_planetoid
+    for node, nbrs in graph.items():
+        for j in (node, *nbrs):
+            if not isinstance(j, (int, np.integer)) or not 0 <= j < n:
+                raise corrupt(path["graph"], f"node {node!r} lists {j!r}: node ids must be integers in 0..{n - 1} "
+                                             f"(the graph has {n} nodes)")
+
+
 def read_planetoid(raw: Path, name: str) -> Any:
     """PyG's ``read_planetoid_data`` for Cora, CiteSeer and PubMed (the same tensors), with the
     pickles read by :func:`tasks.common.data.safe_unpickle`: a crafted file cannot run code, and
@@ -192,6 +251,9 @@ def read_planetoid(raw: Path, name: str) -> Any:
     if not isinstance(graph, dict):
         raise corrupt(path["graph"], f"expected a dict of adjacency lists, got {type(graph).__name__}")
     test_index = _test_index(path["test.index"])
+    _check_planetoid(path, {"x": x, "tx": tx, "allx": allx, "y": y, "ty": ty, "ally": ally}, graph, test_index,
+                     name.lower() == "citeseer")
+    require_classes(y.argmax(1), what=f"Planetoid {name}, labelled training nodes", source=path["y"])
     num_train = y.size(0)  # the labelled training nodes come first
     with reading(path["test.index"]):  # indices out of range, sizes that do not fit together
         sorted_test_index = test_index.sort()[0]

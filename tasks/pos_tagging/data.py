@@ -16,7 +16,6 @@ character encoder runs once per type), ``tags``, ``oov``, ``mask (B, L)`` (True 
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import urllib.request
@@ -27,8 +26,8 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
-from tasks.common.data import (DataMissing, SplitDataModule, corrupt, materialize, origin, pad_sequences, reading,
-                               write_atomic)
+from tasks.common.data import (DataMissing, SplitDataModule, corrupt, materialize, origin, pad_sequences, read_text,
+                               reading, write_atomic)
 
 __all__ = [
     "UPOS",
@@ -89,6 +88,9 @@ def _check_conllu_lines(text: str, source: str) -> None:
             raise corrupt(source, f"bad token ID {cols[0][:20]!r} (expected 1, 1-2 or 1.1)", no)
         if cols[0].isdigit() and cols[3] in ("_", ""):
             raise corrupt(source, f"word {cols[1]!r} (id {cols[0]}) has no UPOS tag", no)
+        if cols[0].isdigit() and cols[3] not in UPOS:
+            raise corrupt(source, f"word {cols[1]!r} (id {cols[0]}) has UPOS tag {cols[3][:20]!r}, not one of "
+                                  f"the 17 universal tags: {', '.join(UPOS)}", no)
 
 
 def parse_conllu(text: str, *, source: str = "<text>") -> list[Sentence]:
@@ -110,14 +112,16 @@ def parse_conllu(text: str, *, source: str = "<text>") -> list[Sentence]:
 
 def read_conllu(path: str | os.PathLike) -> list[Sentence]:
     """:func:`parse_conllu` of a ``.conllu`` or ``.conllu.gz`` file (UTF-8); an absent file is
-    :class:`~tasks.common.data.DataMissing`, an unreadable one :class:`~tasks.common.data.DataCorrupt`."""
+    :class:`~tasks.common.data.DataMissing`; an unreadable one (bad gzip, not UTF-8, a malformed
+    line, no sentence at all) :class:`~tasks.common.data.DataCorrupt` naming the data-dir file."""
     p = Path(path)
     if not p.is_file():
         raise DataMissing(f"CoNLL-U file not found: {origin(p)}")
-    opener = gzip.open if p.suffix == ".gz" else open
-    with reading(p), opener(p, "rt", encoding="utf-8") as fh:
-        text = fh.read()
-    return parse_conllu(text, source=str(p))
+    sents = parse_conllu(read_text(p), source=str(p))
+    if not sents:
+        raise corrupt(p, "no sentence in the file (empty, or only comments and blank lines); CoNLL-U has one "
+                         "word per line, 10 tab-separated columns, and a blank line after each sentence")
+    return sents
 
 
 # ----------------------------------------------------------------------------- vocabulary

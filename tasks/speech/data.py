@@ -35,7 +35,10 @@ data. Their public names are re-exported here.
 
 from __future__ import annotations
 
+import os
+import struct
 import urllib.request
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -43,9 +46,10 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import Tensor
 
-from tasks.common.data import DataMissing, corrupt, default_cache_dir, file_stamp, materialize, reading
+from tasks.common.data import DataMissing, corrupt, default_cache_dir, file_stamp, materialize, origin, reading
 # Re-exported: callers import the forms, the base class and the generated data from here.
 from tasks.speech.datamodule import FORMS, IGNORE, SILENCE, SPLITS, SpeechDataModule, Utterance, concatenate  # noqa: F401
+from tasks.speech.features import FeatureConfig
 from tasks.speech.synthetic import SYNTH_RATE, SyntheticDataModule, make_synthetic  # noqa: F401
 
 __all__ = [
@@ -106,17 +110,49 @@ def _download_fsdd(dest: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _check_riff(path: Path) -> None:
+    """Compare a RIFF/WAVE file's chunk sizes with its size (libsndfile silently reads a
+    truncated file): audio data cut short is :class:`~tasks.common.data.DataCorrupt`; a RIFF size
+    or trailing bytes that disagree with the file get a warning naming the data-dir file."""
+    with reading(path), open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        head = fh.read(12)
+        if len(head) < 12 or head[:4] != b"RIFF" or head[8:] != b"WAVE":
+            return  # not RIFF/WAVE: soundfile says what it is
+        riff_end, off, problem = 8 + struct.unpack("<I", head[4:8])[0], 12, None
+        while off + 8 <= size:
+            fh.seek(off)
+            cid, csize = struct.unpack("<4sI", fh.read(8))
+            if cid == b"data" and off + 8 + csize > size:
+                raise corrupt(path, f"wav header declares {csize} bytes of audio but only {size - off - 8} follow "
+                                    f"(the file is truncated or its header damaged)")
+            if not all(32 <= c < 127 for c in cid) or off + 8 + csize > size:
+                problem = (f"{size - off} bytes at offset {off} are not a wav chunk (ignored; a chunk size in the "
+                           f"header may be wrong)")
+                break
+            off += 8 + csize + (csize & 1)
+    if problem is None and riff_end != size:
+        problem = f"the RIFF header says {riff_end} bytes, the file has {size}"
+    if problem is not None:
+        warnings.warn(f"{origin(path)}: {problem}", stacklevel=3)
+
+
 def _read_wav(path: Path, expected_rate: int) -> Tensor:
-    """A mono float32 waveform; an unreadable file or another sample rate is
-    :class:`~tasks.common.data.DataCorrupt` naming the data-dir file."""
+    """A mono float32 waveform; an unreadable, truncated or too short file, or another sample
+    rate, is :class:`~tasks.common.data.DataCorrupt` naming the data-dir file."""
     import soundfile
 
+    _check_riff(path)
     with reading(path):
         wave, sr = soundfile.read(str(path), dtype="float32", always_2d=False)
     if sr != expected_rate:
         raise corrupt(path, f"sample rate {sr} Hz, expected {expected_rate} Hz")
     if wave.ndim not in (1, 2) or wave.shape[0] == 0:
         raise corrupt(path, f"no audio samples (shape {wave.shape})")
+    shortest = FeatureConfig(sample_rate=sr).n_fft // 2 + 1  # the features' centred analysis window
+    if wave.shape[0] < shortest:
+        raise corrupt(path, f"only {wave.shape[0]} audio samples ({1000 * wave.shape[0] / sr:.1f} ms); at least "
+                            f"{shortest} ({1000 * shortest / sr:.0f} ms, one analysis window) are needed")
     if wave.ndim == 2:
         wave = wave.mean(1)
     return torch.from_numpy(wave)

@@ -239,6 +239,12 @@ class SpeechDataModule(SplitDataModule):
             info["silence_label"] = len(self.label_names) - 1
         return info
 
+    def class_labels(self, ds: Dataset) -> tuple[Tensor, list[str]] | None:
+        """Utterance labels of the ``classify`` form (a frame-tagging input always holds silence)."""
+        if self.form != "classify":
+            return None
+        return torch.tensor([int(ds[i][1]) for i in range(len(ds))], dtype=torch.long), self.label_names
+
     def length(self, item: tuple[Tensor, Any]) -> int:
         return int(item[0].shape[0])
 

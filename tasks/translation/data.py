@@ -34,14 +34,14 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from tasks.common.data import (DataMissing, SplitDataModule, corrupt, default_cache_dir, file_lock, materialize, origin,
-                               pad_sequences, reading, write_atomic)
+                               pad_sequences, read_text, write_atomic)
 
 __all__ = [
     "PAD", "UNK", "BOS", "EOS",
     "Tokenizer", "train_tokenizer",
     "ParallelDataset", "TranslationDataModule",
     "MULTI30K_DEFAULTS", "PARALLEL_DEFAULTS", "SYNTHETIC_DEFAULTS",
-    "build_multi30k", "build_parallel", "build_synthetic", "synthetic_corpus", "read_lines",
+    "build_multi30k", "build_parallel", "build_synthetic", "synthetic_corpus", "read_lines", "read_pair",
 ]
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -154,21 +154,25 @@ def train_tokenizer(
 
 # ----------------------------------------------------------------------------- datasets
 def read_lines(path: str | os.PathLike) -> list[str]:
-    """UTF-8 lines of a plain or ``.gz`` text file, without line endings. An absent file is
-    :class:`~tasks.common.data.DataMissing`; bad gzip or UTF-8 is :class:`~tasks.common.data.DataCorrupt`
-    naming the data-dir file (and, for bad UTF-8, the line)."""
-    p = Path(path)
-    if not p.is_file():
-        raise DataMissing(f"parallel text file not found: {origin(p)}")
-    with reading(p):
-        data = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise corrupt(p, f"not UTF-8 text ({err.reason} at byte {err.start})",
-                      data.count(b"\n", 0, err.start) + 1) from None
-    with io.TextIOWrapper(io.BytesIO(data), encoding="utf-8") as fh:  # universal newlines, as before
-        return [line.rstrip("\n").rstrip("\r") for line in fh]
+    """UTF-8 lines of a plain or ``.gz`` text file, without line endings
+    (:func:`~tasks.common.data.read_text`: an absent file is :class:`~tasks.common.data.DataMissing`;
+    bad gzip or UTF-8 is :class:`~tasks.common.data.DataCorrupt` naming the data-dir file and line)."""
+    lines = read_text(path).split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def read_pair(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
+    """The line-aligned sentences of a source and a target file; an empty file or sides with
+    different line counts are :class:`~tasks.common.data.DataCorrupt` naming the data-dir file."""
+    pair = read_lines(src), read_lines(tgt)
+    for path, lines in zip((src, tgt), pair):
+        if not any(line.strip() for line in lines):
+            raise corrupt(path, f"no sentence in the file ({len(lines)} line(s), all blank); a parallel text file "
+                                f"holds one sentence per line, aligned with {origin(tgt if path == src else src)}")
+    if len(pair[0]) != len(pair[1]):
+        raise corrupt(tgt, f"{len(pair[1])} lines, but the source side {origin(src)} has {len(pair[0])}; the sides "
+                           f"must be line-aligned")
+    return pair
 
 
 class ParallelDataset(Dataset):
@@ -298,11 +302,7 @@ def build_multi30k(data_dir: str | None, cache_dir: str | None, seed: int, **par
                          download=_download_multi30k(names))
     texts = {}
     for split, stem in splits.items():
-        src, tgt = folder / f"{stem}.{p['src_lang']}", folder / f"{stem}.{p['tgt_lang']}"
-        texts[split] = (read_lines(src), read_lines(tgt))
-        if len(texts[split][0]) != len(texts[split][1]):
-            raise corrupt(tgt, f"{len(texts[split][1])} lines, but the source side {origin(src)} has "
-                               f"{len(texts[split][0])}; the sides must be line-aligned")
+        texts[split] = read_pair(folder / f"{stem}.{p['src_lang']}", folder / f"{stem}.{p['tgt_lang']}")
     return TranslationDataModule(texts, cache_dir=cache_dir, name="multi30k", shuffle_seed=seed, **_dm_kwargs(p))
 
 
@@ -314,7 +314,7 @@ def build_parallel(data_dir: str | None, cache_dir: str | None, seed: int, **par
     p = _check_params("parallel", params, PARALLEL_DEFAULTS)
     texts: dict[str, tuple[list[str], list[str]]] = {}
     for split in ("train", "val", "test"):
-        pair = []
+        pair: list[Path] = []
         for side in ("src", "tgt"):
             key = f"{split}_{side}"
             if not p[key]:
@@ -325,10 +325,8 @@ def build_parallel(data_dir: str | None, cache_dir: str | None, seed: int, **par
                 path = Path(data_dir) / path
             if not path.is_file():
                 raise DataMissing(f"dataset 'parallel': {key}={p[key]!r}: file not found ({path})")
-            pair.append(read_lines(path))
-        if len(pair[0]) != len(pair[1]):
-            raise ValueError(f"dataset 'parallel': {split}_src has {len(pair[0])} lines but {split}_tgt has {len(pair[1])}")
-        texts[split] = (pair[0], pair[1])
+            pair.append(path)
+        texts[split] = read_pair(*pair)
     return TranslationDataModule(texts, cache_dir=cache_dir, name="parallel", shuffle_seed=seed, **_dm_kwargs(p))
 
 

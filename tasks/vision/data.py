@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from tasks.common.data import SplitDataModule, corrupt, materialize, origin, reading
+from tasks.common.data import SplitDataModule, corrupt, materialize, origin, reading, require_classes
 
 __all__ = [
     "AUGMENTS",
@@ -161,6 +161,9 @@ class ImageDataModule(SplitDataModule):
         assert self._mean is not None and self._std is not None
         return (imgs.float().div_(255) - self._mean[:, None, None]) / self._std[:, None, None]
 
+    def class_labels(self, ds: Dataset) -> tuple[Tensor, list[str]] | None:
+        return (ds.labels, self.classes) if isinstance(ds, ImageSplit) else None
+
     def checksum_parts(self) -> Iterable[Any]:
         for name in ("train", "val", "test"):
             ds = self.splits[name]
@@ -198,9 +201,10 @@ TORCHVISION_SOURCES: dict[str, tuple[str, str, list[str], str, list[str]]] = {
 _IDX_ITEM_BYTES = {0x08: 1, 0x09: 1, 0x0B: 2, 0x0C: 4, 0x0D: 4, 0x0E: 8}  # IDX type code -> bytes per item
 
 
-def _check_idx(path: Path) -> int:
-    """Check an IDX file's header against its size (before torchvision reads it); returns its
-    item count. A bad file is :class:`~tasks.common.data.DataCorrupt` naming the data-dir file."""
+def _check_idx(path: Path, ndim: int) -> int:
+    """Check an IDX file's header against its size and ``ndim`` (3 for images, 1 for labels)
+    before torchvision reads it; returns its item count. A bad file is
+    :class:`~tasks.common.data.DataCorrupt` naming the data-dir file."""
     with reading(path), open(path, "rb") as fh:
         head = fh.read(4)
         size = os.fstat(fh.fileno()).st_size
@@ -210,6 +214,9 @@ def _check_idx(path: Path) -> int:
     if len(raw) < 4 * head[3]:
         raise corrupt(path, "IDX header is truncated")
     dims = [int.from_bytes(raw[4 * i:4 * i + 4], "big") for i in range(head[3])]
+    if len(dims) != ndim:
+        raise corrupt(path, f"IDX header has {len(dims)} dimension(s) {tuple(dims)}; expected {ndim} "
+                            f"({'images x height x width' if ndim == 3 else 'one label per image'})")
     want = 4 + 4 * len(dims) + math.prod(dims) * _IDX_ITEM_BYTES[head[2]]
     if size != want:
         raise corrupt(path, f"IDX header says shape {tuple(dims)} ({want} bytes) but the file has {size} bytes")
@@ -228,7 +235,7 @@ def _check_files(cls: type, dest: Path, files: list[str]) -> None:
                                        "is only loaded after the check)")
     idx = [f for f in files if "idx" in f]
     for images, labels in zip(idx[0::2], idx[1::2]):
-        n_img, n_lab = _check_idx(dest / images), _check_idx(dest / labels)
+        n_img, n_lab = _check_idx(dest / images, 3), _check_idx(dest / labels, 1)
         if n_img != n_lab:
             raise corrupt(dest / labels, f"{n_lab} labels for {n_img} images in {origin(dest / images)}")
 
@@ -281,8 +288,21 @@ class TorchvisionImages(ImageDataModule):
             data = torch.as_tensor(ds.data)  # (N, H, W) MNIST-like, (N, H, W, C) CIFAR
             images = data[:, None] if data.ndim == 3 else data.permute(0, 3, 1, 2)  # (N, C, H, W)
             out[split] = (images.contiguous().to(torch.uint8), torch.as_tensor(ds.targets, dtype=torch.long))
+            self._check_labels(out[split][1], dest / files[1 if train else 3] if "idx" in files[1] else dest, split)
         out["train"], out["val"] = _carve_val(*out["train"], self.val_size, self.split_seed, self.name)
         return out
+
+    def _check_labels(self, labels: Tensor, source: Path, split: str) -> None:
+        """Every label is a class of the dataset, and train holds at least two (so a damaged
+        label file is refused here, naming it, not by a failed training cell)."""
+        n = len(self.classes)
+        bad = ((labels < 0) | (labels >= n)).nonzero().flatten()
+        if bad.numel():
+            i = int(bad[0])
+            raise corrupt(source, f"label {int(labels[i])} of item {i} is not a class of {self.name} (valid labels: "
+                                  f"0-{n - 1}, {n} classes); {bad.numel()} label(s) out of range")
+        if split == "train":
+            require_classes(labels, what=f"{self.name}, training split", names=self.classes, source=source)
 
 
 # ----------------------------------------------------------------------------- synthetic

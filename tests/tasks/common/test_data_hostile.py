@@ -152,3 +152,48 @@ def test_repeated_runs_leave_the_data_dir_and_the_manifest_stable(tmp_path):
     materialize(["a.txt", "b.txt"], **kw)
     assert tree_state(tmp_path / "c") == cached  # an unchanged source is not copied again
     assert tree_state(data) == before
+
+
+# ----------------------------------------------------------------------------- one-class training data
+def _vision(**kw):
+    from tasks.vision.data import build_synthetic
+
+    return build_synthetic(**{"num_train": 40, "num_val": 8, "num_test": 8, **kw})
+
+
+def _sbm(**kw):
+    from tasks.graphs.data import build_sbm
+
+    return build_sbm(**kw)
+
+
+def _speech(**kw):
+    from tasks.speech.data import build_dataset
+
+    return build_dataset("synthetic", None, None, 0, **kw)
+
+
+@pytest.mark.parametrize("build,why", [
+    (_vision, r"^synthetic, training subset of train_fraction=0\.01 \(seed 3; raise train_fraction\): 1 label\(s\), "
+              r"all of one class \('plus [a-z-]+'\); a classifier needs at least 2 classes \(the dataset has 4\)$"),
+    (_sbm, r"^SBMDataModule, training nodes kept by train_fraction=0\.01 \(seed 3; raise train_fraction\): 1 label"),
+    (_speech, r"^SyntheticDataModule, training subset of train_fraction=0\.01 \(seed 3; .*\): 1 label\(s\), all of one class"),
+], ids=["vision", "graphs", "speech"])
+def test_train_fraction_leaving_one_class_is_refused(build, why):
+    """Before: limit_train kept one example and the cell trained a one-class classifier."""
+    dm = build()
+    n_classes = dm.info["num_classes"]
+    assert dm.limit_train(0.5, seed=3) > 1
+    with pytest.raises(ValueError, match=why):
+        dm.limit_train(0.01, seed=3)
+    assert n_classes > 1
+
+
+@pytest.mark.parametrize("build,kw,why", [
+    (_vision, {"num_train": 1}, r"^synthetic, training split: 1 label\(s\), all of one class"),
+    (_sbm, {"num_classes": 2, "train_per_class": 0, "num_val": 10, "num_test": 10},
+     r"^SBMDataModule, training nodes: 0 label\(s\), all of one class \(none\)"),
+], ids=["vision", "graphs"])
+def test_training_split_with_one_class_is_refused_at_setup(build, kw, why):
+    with pytest.raises(ValueError, match=why):
+        build(**kw).setup("fit")

@@ -11,6 +11,7 @@ import gzip
 import pickle
 import shutil
 import struct
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +83,8 @@ def test_planetoid_poisoned_pickle_in_data_dir(planetoid_dir, tmp_path, how, suf
     ("graph", pickle.dumps([1, 2, 3], protocol=2), None, "expected a dict"),
     ("tx", pickle.dumps("text", protocol=2), None, "expected a 2-D numeric matrix"),
     ("test.index", b"605\n606\nseven\n", 3, "expected one integer"),
-    ("test.index", b"605\n999999\n", None, "IndexError"),
+    ("test.index", b"605\n999999\n", None, "2 test node indices, but ind.cora.tx has 10 rows"),
+    ("test.index", b"", None, "0 test node indices"),
 ])
 def test_planetoid_corrupt_files_name_the_data_dir_file(planetoid_dir, tmp_path, suffix, body, line, why):
     src = planetoid_dir / "planetoid" / "Cora" / "raw" / f"ind.cora.{suffix}"
@@ -91,6 +93,45 @@ def test_planetoid_corrupt_files_name_the_data_dir_file(planetoid_dir, tmp_path,
         _planetoid(planetoid_dir, tmp_path / "cache").info
     assert err.value.file == str(src) and err.value.line == line
     assert str(err.value).startswith(f"{src}{f', line {line}' if line else ''}: ")
+
+
+def _edit_pickle(path: Path, edit) -> None:
+    path.write_bytes(pickle.dumps(edit(pickle.loads(path.read_bytes())), protocol=2))
+
+
+def _index_lines(raw: Path, edit) -> None:
+    lines = (raw / "ind.cora.test.index").read_text().split()
+    (raw / "ind.cora.test.index").write_text("".join(f"{i}\n" for i in edit(lines)))
+
+
+@pytest.mark.parametrize("suffix,edit,line,why", [
+    ("graph", lambda g: {**g, 0: [1, 999]}, None, r"node 0 lists 999: node ids must be integers in 0\.\.609"),
+    ("graph", lambda g: {**g, 3: [-1]}, None, "node 3 lists -1"),
+    ("allx", lambda a: a[:-1], None, "599 rows, but ind.cora.ally has 600 \\(one row per node"),
+    ("tx", lambda a: a[:, :-1], None, "4 columns, but ind.cora.x has 5"),
+    ("ty", lambda a: a[:, :-1], None, "2 columns, but ind.cora.y has 3"),
+    ("y", lambda a: np.eye(3, dtype=a.dtype)[np.zeros(len(a), int)], None,
+     r"labelled training nodes: 20 label\(s\), all of one class \(0\); a classifier needs at least 2"),
+    ("y", lambda a: np.vstack([np.zeros_like(a[:1]), a[1:]]), None, r"row 0 is not a one-hot label over 3 classes"),
+    ("ty", lambda a: np.vstack([a[:4], np.ones_like(a[4:5]), a[5:]]), None, "row 4 is not a one-hot label"),
+    ("test.index", lambda ls: ls[:3] + [ls[1]] + ls[4:], 4, r"node index \d+ appears twice"),
+    ("test.index", lambda ls: ["599"] + ls[1:], 1, r"node index 599 is not a test node.*\(valid: 600\.\.609\)"),
+])
+def test_planetoid_files_that_disagree_are_refused(planetoid_dir, tmp_path, suffix, edit, line, why):
+    """Before: each of these loaded silently (or failed naming ind.cora.test.index for any file)."""
+    raw = planetoid_dir / "planetoid" / "Cora" / "raw"
+    _index_lines(raw, edit) if suffix == "test.index" else _edit_pickle(raw / f"ind.cora.{suffix}", edit)
+    with pytest.raises(DataCorrupt, match=why) as err:
+        _planetoid(planetoid_dir, tmp_path / "cache").info
+    assert err.value.file == str(raw / f"ind.cora.{suffix}") and err.value.line == line
+    assert "\n" not in str(err.value)
+
+
+def test_planetoid_unlabelled_rows_warn_naming_the_file(planetoid_dir, tmp_path):
+    raw = planetoid_dir / "planetoid" / "Cora" / "raw"
+    _edit_pickle(raw / "ind.cora.ally", lambda a: np.vstack([a[:30], np.zeros_like(a[30:31]), a[31:]]))
+    with pytest.warns(UserWarning, match=rf"^{raw / 'ind.cora.ally'}: 1 label row\(s\) are all zero, first row 30"):
+        assert _planetoid(planetoid_dir, tmp_path / "cache").info["num_nodes"] == 610
 
 
 def test_planetoid_cache_heals_after_the_data_dir_is_fixed(planetoid_dir, tmp_path):
@@ -147,6 +188,9 @@ def _ud(data_dir, cache_dir, **kw):
     ("x\tsat\tsit\tVERB\t_\t_\t0\troot\t_\t_\n", 5, "bad token ID 'x'"),
     ("3\tsat\tsit\t_\t_\t_\t0\troot\t_\t_\n", 5, "word 'sat' \\(id 3\\) has no UPOS tag"),
     ("3 sat sit VERB _ _ 0 root _ _\n", 5, "got 1"),
+    ("3\tsat\tsit\tFOO\t_\t_\t0\troot\t_\t_\n", 5,
+     "word 'sat' \\(id 3\\) has UPOS tag 'FOO', not one of the 17 universal tags: ADJ, ADP, .*, VERB, X \\(cache copy"),
+    ("3\tsat\tsit\tverb\t_\t_\t0\troot\t_\t_\n", 5, "has UPOS tag 'verb', not one of"),
 ])
 @pytest.mark.parametrize("gz", [True, False], ids=["gz", "plain"])
 def test_ud_malformed_line_names_data_dir_file_and_line(tmp_path, bad, line, why, gz):
@@ -157,11 +201,22 @@ def test_ud_malformed_line_names_data_dir_file_and_line(tmp_path, bad, line, why
     assert str(err.value).startswith(f"{src}, line {line}: ") and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("split", ["train", "dev", "test"])
+@pytest.mark.parametrize("text", ["", "\n\n", "# sent_id = 1\n# text = nothing\n\n"], ids=["empty", "blank", "comments"])
+def test_ud_file_without_sentences_names_the_file(tmp_path, split, text):
+    """Before: 'UDDataModule: the 'train' split is empty', no file named."""
+    data = _ud_dir(tmp_path, GOOD)
+    src = data / "ud_toy_lang_tb" / f"xx_toy-ud-{split}.conllu.gz"
+    src.write_bytes(gzip.compress(text.encode()))
+    with pytest.raises(DataCorrupt, match=rf"^{src}: no sentence in the file \(empty, or only comments"):
+        _ud(data, tmp_path / "cache").info
+
+
 def test_ud_bad_bytes_and_missing_files(tmp_path):
     data = _ud_dir(tmp_path, GOOD)
     src = data / "ud_toy_lang_tb" / "xx_toy-ud-train.conllu.gz"
-    touch_later(src, gzip.compress(b"1\tcaf\xe9\tx\tNOUN\t_\t_\t0\troot\t_\t_\n\n"))
-    with pytest.raises(DataCorrupt, match=rf"^{src}: UnicodeDecodeError"):
+    touch_later(src, gzip.compress(GOOD.encode() + b"1\tcaf\xe9\tx\tNOUN\t_\t_\t0\troot\t_\t_\n\n"))
+    with pytest.raises(DataCorrupt, match=rf"^{src}, line 5: not UTF-8 text \(invalid continuation byte"):
         _ud(data, tmp_path / "cache").info
     (data / "ud_toy_lang_tb" / "xx_toy-ud-dev.conllu.gz").unlink()
     with pytest.raises(DataMissing, match="xx_toy-ud-dev.conllu"):
@@ -192,11 +247,11 @@ def test_ud_loader_leaves_the_data_dir_untouched(tmp_path):
 
 
 # ----------------------------------------------------------------------------- Multi30k
-def _m30k(tmp_path: Path, train_en: bytes) -> Path:
+def _m30k(tmp_path: Path, train_en: bytes, val_de: bytes = b"ein hund\nzwei katzen\n") -> Path:
     folder = tmp_path / "data" / "multi30k"
     folder.mkdir(parents=True)
     for stem in ("train", "val", "test_2016_flickr"):
-        (folder / f"{stem}.de.gz").write_bytes(gzip.compress(b"ein hund\nzwei katzen\n"))
+        (folder / f"{stem}.de.gz").write_bytes(gzip.compress(val_de if stem == "val" else b"ein hund\nzwei katzen\n"))
         body = train_en if stem == "train" else b"a dog\ntwo cats\n"
         (folder / f"{stem}.en.gz").write_bytes(gzip.compress(body))
     return tmp_path / "data"
@@ -205,6 +260,8 @@ def _m30k(tmp_path: Path, train_en: bytes) -> Path:
 @pytest.mark.parametrize("body,line,why", [
     (b"a dog\n", None, "1 lines, but the source side .*train.de.gz has 2"),
     (b"a dog\ntwo \xff cats\n", 2, "not UTF-8"),
+    (b"", None, r"no sentence in the file \(0 line\(s\), all blank\); .* aligned with .*train.de.gz"),
+    (b"\n \n", None, r"no sentence in the file \(2 line\(s\), all blank\)"),
 ])
 def test_multi30k_bad_text_names_the_data_dir_file(tmp_path, body, line, why):
     from tasks.translation.data import build_multi30k
@@ -215,17 +272,46 @@ def test_multi30k_bad_text_names_the_data_dir_file(tmp_path, body, line, why):
     assert err.value.file == str(data / "multi30k" / "train.en.gz") and err.value.line == line
 
 
+def test_multi30k_split_with_empty_files_names_the_file(tmp_path):
+    """Before: 'TranslationDataModule: the 'val' split is empty' (an empty train: a sentencepiece crash)."""
+    from tasks.translation.data import build_multi30k
+
+    data = _m30k(tmp_path, b"a dog\ntwo cats\n", val_de=b"")
+    with pytest.raises(DataCorrupt, match="no sentence in the file") as err:
+        build_multi30k(str(data), str(tmp_path / "cache"), 0)
+    assert err.value.file == str(data / "multi30k" / "val.de.gz")
+
+
+def test_parallel_line_counts_differ_names_the_file(tmp_path):
+    from tasks.translation.data import build_parallel
+
+    for name, body in (("a.src", "x\ny\n"), ("a.tgt", "x\n")):
+        (tmp_path / name).write_text(body)
+    files = {f"{s}_{side}": str(tmp_path / f"a.{side}") for s in ("train", "val", "test") for side in ("src", "tgt")}
+    with pytest.raises(DataCorrupt, match=rf"^{tmp_path / 'a.tgt'}: 1 lines, but the source side .*a.src has 2"):
+        build_parallel(None, str(tmp_path / "cache"), 0, **files)
+
+
 # ----------------------------------------------------------------------------- MNIST (IDX) and CIFAR
-def _idx(shape: tuple[int, ...], extra: int = 0) -> bytes:
+def _idx(shape: tuple[int, ...], extra: int = 0, labels: list[int] | None = None) -> bytes:
+    """An IDX file of zeros (``labels``: a 1-D file of these values instead)."""
     head = struct.pack(">BBBB", 0, 0, 0x08, len(shape)) + b"".join(struct.pack(">I", d) for d in shape)
-    return head + bytes(int(np.prod(shape)) + extra)
+    return head + (bytes(labels) if labels is not None else bytes(int(np.prod(shape)) + extra))
+
+
+def _labels(n: int, **at: int) -> bytes:
+    """``n`` labels cycling through 0-9, with ``at={"i3": v}`` setting item 3 to ``v``."""
+    values = [i % 10 for i in range(n)]
+    for k, v in at.items():
+        values[int(k[1:])] = v
+    return _idx((n,), labels=values)
 
 
 def _mnist_dir(tmp_path: Path, **override: bytes) -> Path:
     raw = tmp_path / "data" / "MNIST" / "raw"
     raw.mkdir(parents=True)
-    files = {"train-images-idx3-ubyte": _idx((20, 28, 28)), "train-labels-idx1-ubyte": _idx((20,)),
-             "t10k-images-idx3-ubyte": _idx((5, 28, 28)), "t10k-labels-idx1-ubyte": _idx((5,)), **override}
+    files = {"train-images-idx3-ubyte": _idx((20, 28, 28)), "train-labels-idx1-ubyte": _labels(20),
+             "t10k-images-idx3-ubyte": _idx((5, 28, 28)), "t10k-labels-idx1-ubyte": _labels(5), **override}
     for name, body in files.items():
         (raw / f"{name}.gz").write_bytes(gzip.compress(body))
     return tmp_path / "data"
@@ -237,6 +323,12 @@ def _mnist_dir(tmp_path: Path, **override: bytes) -> Path:
     ("train-labels-idx1-ubyte", b"\x08\x03junk", "not an IDX file"),
     ("t10k-labels-idx1-ubyte", _idx((4,)), "4 labels for 5 images"),
     ("train-labels-idx1-ubyte", _idx((20,))[:6], "IDX header is truncated"),
+    ("train-labels-idx1-ubyte", _labels(20, i3=10), r"label 10 of item 3 is not a class of mnist \(valid labels: 0-9"),
+    ("t10k-labels-idx1-ubyte", _labels(5, i4=255), r"label 255 of item 4 is not a class of mnist"),
+    ("train-labels-idx1-ubyte", _idx((20,), labels=[7] * 20),
+     r"training split: 20 label\(s\), all of one class \('7'\); a classifier needs at least 2 classes \(the dataset has 10\)"),
+    ("t10k-images-idx3-ubyte", _idx((5 * 28 * 28,)), r"IDX header has 1 dimension\(s\) \(3920,\); expected 3"),
+    ("train-labels-idx1-ubyte", _idx((20, 1)), r"IDX header has 2 dimension\(s\) \(20, 1\); expected 1"),
 ])
 def test_mnist_bad_idx_names_the_data_dir_file(tmp_path, name, body, why):
     from tasks.vision.data import build_torchvision
@@ -319,3 +411,39 @@ def test_fsdd_wrong_rate_and_feature_cache_keyed_by_source(tmp_path, few_recordi
         _fsdd(data, tmp_path / "cache").info
     soundfile.write(str(wav), np.full(400, 0.05, dtype=np.float32), 8000)
     assert _fsdd(data, tmp_path / "cache").checksum() != first  # new audio -> new features
+
+
+def _riff(body: bytes, riff: int | None = None, data: int | None = None, cut: int = 0, tail: bytes = b"") -> bytes:
+    """``body`` (a canonical 44-byte-header wav) with its RIFF or data-chunk size replaced, cut or extended."""
+    out = body[:4] + struct.pack("<I", riff if riff is not None else len(body) - 8) + body[8:40]
+    out += struct.pack("<I", data if data is not None else len(body) - 44) + body[44:]
+    return (out[:-cut] if cut else out) + tail
+
+
+@pytest.mark.parametrize("edit,why", [
+    (lambda b: _riff(b, cut=len(b) // 2), r"wav header declares 800 bytes of audio but only \d+ follow \(the file is truncated"),
+    (lambda b: _riff(b, cut=1), "wav header declares 800 bytes of audio but only 799 follow"),
+    (lambda b: _riff(b, data=100), r"only 50 audio samples \(6\.2 ms\); at least 129 \(16 ms, one analysis window\)"),
+])
+def test_fsdd_wav_header_disagreeing_with_its_size_is_refused(tmp_path, few_recordings, edit, why):
+    """Before: the truncated files loaded silently (libsndfile reads what is there); a too-short
+    one failed in the feature extraction ('Padding size should be less than ...'), no file named."""
+    data = _fsdd_dir(tmp_path)
+    bad = data / "fsdd" / "recordings" / "3_george_6.wav"
+    bad.write_bytes(edit(bad.read_bytes()))
+    with pytest.raises(DataCorrupt, match=why) as err, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the data-size edit also leaves bytes that are no chunk: a warning
+        _fsdd(data, tmp_path / "cache").info
+    assert err.value.file == str(bad) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("edit,why", [
+    (lambda b: _riff(b, tail=b"\x01" * 101), r"101 bytes at offset 844 are not a wav chunk \(ignored"),
+    (lambda b: _riff(b, riff=10**6), "the RIFF header says 1000008 bytes, the file has 844"),
+])
+def test_fsdd_wav_with_extra_bytes_or_wrong_riff_size_warns_naming_the_file(tmp_path, few_recordings, edit, why):
+    data = _fsdd_dir(tmp_path)
+    bad = data / "fsdd" / "recordings" / "3_george_6.wav"
+    bad.write_bytes(edit(bad.read_bytes()))
+    with pytest.warns(UserWarning, match=rf"^{bad}: {why}"):
+        assert _fsdd(data, tmp_path / "cache").info["num_classes"] == 10
