@@ -95,9 +95,23 @@ def attention(
         return torch.matmul(dropped, v), probs
     if window is None:
         return _full_attention(q, k, v, causal, key_padding_mask, dropout_p, scale)
-    if q.is_cuda and dropout_p == 0.0 and _flex_available():
+    if window_kernel(q.device, q.dtype, min(q.shape[-1], v.shape[-1]), dropout_p) == "flex":
         return _window_attention_flex(q, k, v, window, causal, key_padding_mask, scale, compiled=True)
     return _window_attention_blocked(q, k, v, window, causal, key_padding_mask, dropout_p, scale)
+
+
+_FLEX_MIN_HEAD_DIM = 16  # FlexAttention refuses smaller head dims ("must be at least 16")
+
+
+def window_kernel(device: torch.device | str, dtype: torch.dtype, head_dim: int, dropout_p: float) -> str:
+    """Which kernel runs truncated attention: ``"flex"`` (compiled FlexAttention: CUDA, no
+    dropout, head dims it supports) or ``"blocked"`` (the O(L * w) SDPA-over-blocks kernel,
+    everywhere else). ``head_dim`` is the smaller of the query/key and value head dims.
+    Pure (no tensors): the dispatch rule is tested on CPU."""
+    del dtype  # fp32, bf16 and fp16 all run on flex; a parameter so the rule can grow
+    if torch.device(device).type != "cuda" or dropout_p > 0.0 or not _flex_available():
+        return "blocked"
+    return "flex" if head_dim >= _FLEX_MIN_HEAD_DIM else "blocked"
 
 
 def _check_inputs(q, k, v, window, kpm, dropout_p, scale) -> None:
@@ -136,11 +150,15 @@ def _dense_mask(b, lq, lk, causal, window, kpm, device) -> Tensor | None:
 
 def _sdpa_safe(q, k, v, mask: Tensor, dropout_p: float, scale) -> Tensor:
     """SDPA with a boolean mask, where fully masked rows give 0 (and 0 gradient), never NaN:
-    such rows are let attend everywhere and their output is zeroed afterwards."""
-    row_ok = mask.any(dim=-1, keepdim=True)  # (..., Lq, 1)
-    out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask | ~row_ok, dropout_p=dropout_p, scale=scale
-    )
+    such rows are let attend everywhere and their output is zeroed afterwards. No host sync.
+
+    The mask goes in as an additive float bias (:func:`mask_to_bias`), the form every fused
+    kernel takes: CPU flash takes bool or float (SDPA turns bool into a float bias anyway),
+    CUDA's efficient kernel needs a float bias where a bool mask sends SDPA to its math kernel.
+    A key padding mask stays ``(B, 1, 1, Lk)``, broadcast, never ``(B, 1, Lq, Lk)``."""
+    row_ok = mask.any(dim=-1, keepdim=True)  # (..., Lq|1, 1)
+    bias = mask_to_bias(mask | ~row_ok, q.dtype)  # same shape as mask
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)
     return out.masked_fill(~row_ok, 0.0)
 
 
