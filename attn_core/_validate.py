@@ -87,13 +87,24 @@ def check_edge_index(edge_index: object, num_src: int, num_dst: int) -> Tensor:
         )
     if edge_index.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"edge_index has dtype {edge_index.dtype}: expected torch.long")
-    if edge_index.numel():
-        lo = int(edge_index.min())
-        src_max, dst_max = int(edge_index[0].max()), int(edge_index[1].max())
-        if lo < 0 or src_max >= num_src or dst_max >= num_dst:
-            raise ValueError(
-                f"edge_index out of range: sources span [{int(edge_index[0].min())}, {src_max}] "
-                f"(allowed [0, {num_src - 1}]), targets span [{int(edge_index[1].min())}, {dst_max}] "
-                f"(allowed [0, {num_dst - 1}])"
-            )
+    if edge_index.numel() and edge_index.device.type == "cpu":
+        _check_edge_range(edge_index, num_src, num_dst)
     return edge_index
+
+
+def _check_edge_range(edge_index: Tensor, num_src: int, num_dst: int) -> None:
+    """Index values in range, without a host sync on the passing path: the comparison stays a
+    tensor and ``torch._assert_async`` raises from it (no ``.item()``, so a sync counter sees
+    nothing). Done for CPU tensors only: on CUDA the assert would be a device-side assert that
+    poisons the context, exactly like the out-of-range ``index_select`` it would pre-empt, and
+    reading the values back would sync every step. Check CUDA graphs on CPU (at data load)."""
+    ok = (edge_index.min() >= 0) & (edge_index[0].max() < num_src) & (edge_index[1].max() < num_dst)
+    try:
+        torch._assert_async(ok, "edge_index out of range")
+    except RuntimeError:  # failing: reading the values is free now
+        src, dst = edge_index[0], edge_index[1]
+        raise ValueError(
+            f"edge_index out of range: sources span [{int(src.min())}, {int(src.max())}] "
+            f"(allowed [0, {num_src - 1}]), targets span [{int(dst.min())}, {int(dst.max())}] "
+            f"(allowed [0, {num_dst - 1}])"
+        ) from None

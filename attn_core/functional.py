@@ -95,9 +95,23 @@ def attention(
         return torch.matmul(dropped, v), probs
     if window is None:
         return _full_attention(q, k, v, causal, key_padding_mask, dropout_p, scale)
-    if q.is_cuda and dropout_p == 0.0 and _flex_available():
+    if window_kernel(q.device, q.dtype, min(q.shape[-1], v.shape[-1]), dropout_p) == "flex":
         return _window_attention_flex(q, k, v, window, causal, key_padding_mask, scale, compiled=True)
     return _window_attention_blocked(q, k, v, window, causal, key_padding_mask, dropout_p, scale)
+
+
+_FLEX_MIN_HEAD_DIM = 16  # FlexAttention refuses smaller head dims ("must be at least 16")
+
+
+def window_kernel(device: torch.device | str, dtype: torch.dtype, head_dim: int, dropout_p: float) -> str:
+    """Which kernel runs truncated attention: ``"flex"`` (compiled FlexAttention: CUDA, no
+    dropout, head dims it supports) or ``"blocked"`` (the O(L * w) SDPA-over-blocks kernel,
+    everywhere else). ``head_dim`` is the smaller of the query/key and value head dims.
+    Pure (no tensors): the dispatch rule is tested on CPU."""
+    del dtype  # fp32, bf16 and fp16 all run on flex; a parameter so the rule can grow
+    if torch.device(device).type != "cuda" or dropout_p > 0.0 or not _flex_available():
+        return "blocked"
+    return "flex" if head_dim >= _FLEX_MIN_HEAD_DIM else "blocked"
 
 
 def _check_inputs(q, k, v, window, kpm, dropout_p, scale) -> None:
@@ -136,11 +150,15 @@ def _dense_mask(b, lq, lk, causal, window, kpm, device) -> Tensor | None:
 
 def _sdpa_safe(q, k, v, mask: Tensor, dropout_p: float, scale) -> Tensor:
     """SDPA with a boolean mask, where fully masked rows give 0 (and 0 gradient), never NaN:
-    such rows are let attend everywhere and their output is zeroed afterwards."""
-    row_ok = mask.any(dim=-1, keepdim=True)  # (..., Lq, 1)
-    out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask | ~row_ok, dropout_p=dropout_p, scale=scale
-    )
+    such rows are let attend everywhere and their output is zeroed afterwards. No host sync.
+
+    The mask goes in as an additive float bias (:func:`mask_to_bias`), the form every fused
+    kernel takes: CPU flash takes bool or float (SDPA turns bool into a float bias anyway),
+    CUDA's efficient kernel needs a float bias where a bool mask sends SDPA to its math kernel.
+    A key padding mask stays ``(B, 1, 1, Lk)``, broadcast, never ``(B, 1, Lq, Lk)``."""
+    row_ok = mask.any(dim=-1, keepdim=True)  # (..., Lq|1, 1)
+    bias = mask_to_bias(mask | ~row_ok, q.dtype)  # same shape as mask
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)
     return out.masked_fill(~row_ok, 0.0)
 
 
@@ -259,7 +277,7 @@ def _window_attention_blocked(q, k, v, window, causal, kpm, dropout_p, scale) ->
 # (Dynamic lengths hit an inductor C++ codegen bug in the CPU flex template, torch 2.14.1.)
 _FLEX_BLOCK = 128  # FlexAttention's default sparse block size
 _FLEX_RECOMPILE_LIMIT = 64  # graphs per process for flex (dtype x head dim x window x grad mode)
-_BAND_LAYOUTS: dict[tuple, object] = {}  # (Lq', Lk', window, causal, device) -> BlockMask
+_BAND_LAYOUTS: dict[tuple, tuple] = {}  # (Lq', Lk', window, causal, device) -> (nonempty, full) blocks
 _BAND_LAYOUTS_MAX = 64
 
 
@@ -312,13 +330,11 @@ def _band_mask_mod(window: int, causal: bool, kpm: Tensor | None):
     return mask_mod
 
 
-def _band_layout(lq: int, lk: int, window: int, causal: bool, device: torch.device):
-    """The band's ``BlockMask`` for padded lengths ``lq, lk`` (multiples of the block size), with
-    every non-empty block partial, so the ``mask_mod`` (which holds the per-batch key mask) runs
-    on each one. Built from the same predicate in chunks of query blocks, never an ``Lq x Lk``
-    tensor; cached per shape, outside inference mode (safe to reuse when training)."""
-    from torch.nn.attention.flex_attention import BlockMask
-
+def _band_tables(lq: int, lk: int, window: int, causal: bool, device: torch.device) -> tuple[Tensor, Tensor]:
+    """``(nonempty, full)``, each ``(nq, nk)`` bool over the 128 x 128 blocks of padded lengths
+    ``lq, lk``: the block holds an allowed pair / only allowed pairs. Built from the window
+    predicate in chunks of query blocks, never an ``Lq x Lk`` tensor; cached per shape, outside
+    inference mode (safe to reuse when training)."""
     key = (lq, lk, window, causal, str(device))
     hit = _BAND_LAYOUTS.get(key)
     if hit is not None:
@@ -327,23 +343,47 @@ def _band_layout(lq: int, lk: int, window: int, causal: bool, device: torch.devi
     chunk = max(1, 2**24 // (bs * lk))  # query blocks per step: <= 16M predicate values
     with torch.inference_mode(False), torch.no_grad():
         kv_idx = torch.arange(lk, device=device)[None, :]  # (1, Lk)
-        rows = []
+        any_rows, all_rows = [], []
         for start in range(0, nq, chunk):
             q_idx = torch.arange(start * bs, min(nq, start + chunk) * bs, device=device)[:, None]
-            allowed = _band_mask_mod(window, causal, None)(None, None, q_idx, kv_idx)  # (rows, Lk)
-            rows.append(allowed.view(-1, bs, nk, bs).any(3).any(1))  # (chunk, nk)
-        blocks = torch.cat(rows)  # (nq, nk): block (r, c) holds an allowed pair
-        num = blocks.sum(-1, dtype=torch.int32)[None, None]  # (1, 1, nq)
-        order = torch.sort(blocks.to(torch.int8), dim=-1, descending=True, stable=True).indices
-        indices = order.to(torch.int32)[None, None]  # (1, 1, nq, nk): non-empty blocks first
-        hit = BlockMask.from_kv_blocks(num, indices, BLOCK_SIZE=bs, seq_lengths=(lq, lk))
-    for t in hit.as_tuple():
-        if isinstance(t, Tensor):
-            torch._dynamo.mark_static(t)  # its shape is the bucket's: never a dynamic dim
+            allowed = window_allows(q_idx - kv_idx, window, causal).view(-1, bs, nk, bs)  # (chunk, bs, nk, bs)
+            any_rows.append(allowed.any(3).any(1))  # (chunk, nk)
+            all_rows.append(allowed.all(3).all(1))
+        hit = (torch.cat(any_rows), torch.cat(all_rows))  # (nq, nk) each
     if len(_BAND_LAYOUTS) >= _BAND_LAYOUTS_MAX:
         _BAND_LAYOUTS.pop(next(iter(_BAND_LAYOUTS)))
     _BAND_LAYOUTS[key] = hit
     return hit
+
+
+def _kv_blocks(blocks: Tensor) -> tuple[Tensor, Tensor]:
+    """``(nq, nk)`` bool -> BlockMask's ``(1, 1, nq)`` counts and ``(1, 1, nq, nk)`` indices
+    (the marked blocks first, in order). Tensor ops only: no host sync."""
+    num = blocks.sum(-1, dtype=torch.int32)[None, None]
+    order = torch.sort(blocks.to(torch.int8), dim=-1, descending=True, stable=True).indices
+    return num, order.to(torch.int32)[None, None]
+
+
+def _band_layout(lq: int, lk: int, window: int, causal: bool, device: torch.device, real: Tensor | None = None):
+    """The band's ``BlockMask`` for padded lengths ``lq, lk`` (multiples of the block size).
+    Blocks wholly inside the band are *full* (no ``mask_mod`` runs there); only the band's edge
+    blocks and the key blocks that hold a padded key (``real (B, Lk)`` False, in any row of the
+    batch) are *partial*, where the ``mask_mod`` applies the window and the key mask. The
+    layout has no batch dim: one compiled kernel for every batch size."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    nonempty, full = _band_tables(lq, lk, window, causal, device)
+    if real is not None:
+        padded = (~real).view(real.shape[0], -1, _FLEX_BLOCK).any(-1).any(0)  # (nk,) block holds padding
+        full = full & ~padded[None, :]
+    partial = nonempty & ~full
+    layout = BlockMask.from_kv_blocks(
+        *_kv_blocks(partial), *_kv_blocks(full), BLOCK_SIZE=_FLEX_BLOCK, seq_lengths=(lq, lk)
+    )
+    for t in layout.as_tuple():
+        if isinstance(t, Tensor):
+            torch._dynamo.mark_static(t)  # its shape is the bucket's: never a dynamic dim
+    return layout
 
 
 def _window_rows_ok(lq: int, lk: int, window: int, causal: bool, kpm: Tensor | None, device) -> Tensor:
@@ -364,8 +404,6 @@ def _window_attention_flex(q, k, v, window, causal, kpm, scale, *, compiled: boo
 
     ``compiled=False`` runs FlexAttention eagerly (dense under the hood) to check the mask logic;
     ``compiled=True`` is the CUDA path (on CPU torch compiles the forward only: the tests use it)."""
-    import copy
-
     from torch.nn.attention.flex_attention import flex_attention
 
     b, _, lq, _ = q.shape
@@ -375,7 +413,7 @@ def _window_attention_flex(q, k, v, window, causal, kpm, scale, *, compiled: boo
     real = F.pad(real, (0, lkp - lk), value=False)  # (B, Lk'): padded keys are never real
     qp = F.pad(q, (0, 0, 0, lqp - lq))  # (B, H, Lq', D)
     kp, vp = F.pad(k, (0, 0, 0, lkp - lk)), F.pad(v, (0, 0, 0, lkp - lk))  # (B, H, Lk', D|Dv)
-    block_mask = copy.copy(_band_layout(lqp, lkp, window, causal, q.device))
+    block_mask = _band_layout(lqp, lkp, window, causal, q.device, real)
     block_mask.mask_mod = _band_mask_mod(window, causal, real)
     if compiled:
         for t, dim in ((qp, 2), (kp, 2), (vp, 2), (real, 1)):

@@ -26,6 +26,15 @@ __all__ = ["graph_attention", "dot_score", "additive_score", "add_self_loops", "
 
 ScoreFn = Callable[[Tensor, Tensor, Tensor], Tensor]
 
+#: Low-precision inputs are accumulated (scores, softmax, sums) in float32 and returned in their dtype.
+_ACC = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
+
+
+def _acc(dtype: torch.dtype) -> torch.dtype:
+    """The dtype edge scores and sums are computed in: float32 for bf16/fp16, else ``dtype``."""
+    return _ACC.get(dtype, dtype)
+
+
 #: Edges processed per chunk are chosen so one chunk's gathered block is about this many elements.
 _CHUNK_ELEMENTS = 1 << 22
 
@@ -43,25 +52,27 @@ class _EdgeDot(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, src: Tensor, dst: Tensor) -> Tensor:
-        n_e, (_, h, d) = src.numel(), q.shape
-        out = q.new_empty(n_e, h)  # (E, H)
+        n_e, (_, h, d), acc = src.numel(), q.shape, _acc(q.dtype)
+        out = q.new_empty(n_e, h, dtype=acc)  # (E, H), float32 for low-precision inputs
         for e in _edge_chunks(n_e, h * d):
-            out[e] = (q.index_select(0, dst[e]) * k.index_select(0, src[e])).sum(-1)
+            out[e] = (q.index_select(0, dst[e]).to(acc) * k.index_select(0, src[e]).to(acc)).sum(-1)
         ctx.save_for_backward(q, k, src, dst)
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # grad: (E, H)
         q, k, src, dst = ctx.saved_tensors
-        gq = torch.zeros_like(q) if ctx.needs_input_grad[0] else None
-        gk = torch.zeros_like(k) if ctx.needs_input_grad[1] else None
+        acc = _acc(q.dtype)
+        grad = grad.to(acc)
+        gq = torch.zeros_like(q, dtype=acc) if ctx.needs_input_grad[0] else None
+        gk = torch.zeros_like(k, dtype=acc) if ctx.needs_input_grad[1] else None
         for e in _edge_chunks(src.numel(), q.shape[1] * q.shape[2]):
             g = grad[e].unsqueeze(-1)  # (e, H, 1)
             if gq is not None:
-                gq.index_add_(0, dst[e], g * k.index_select(0, src[e]))
+                gq.index_add_(0, dst[e], g * k.index_select(0, src[e]).to(acc))
             if gk is not None:
-                gk.index_add_(0, src[e], g * q.index_select(0, dst[e]))
-        return gq, gk, None, None
+                gk.index_add_(0, src[e], g * q.index_select(0, dst[e]).to(acc))
+        return _cast(gq, q.dtype), _cast(gk, k.dtype), None, None
 
 
 class _EdgeAggregate(torch.autograd.Function):
@@ -70,24 +81,32 @@ class _EdgeAggregate(torch.autograd.Function):
     @staticmethod
     def forward(ctx, p: Tensor, v: Tensor, src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
         _, h, dv = v.shape
-        out = v.new_zeros(num_nodes, h, dv)  # (N, H, Dv)
+        acc = _acc(v.dtype)
+        p = p.to(acc)  # (E, H)
+        out = v.new_zeros(num_nodes, h, dv, dtype=acc)  # (N, H, Dv), summed in float32 for bf16/fp16
         for e in _edge_chunks(src.numel(), h * dv):
-            out.index_add_(0, dst[e], p[e].unsqueeze(-1) * v.index_select(0, src[e]))
+            out.index_add_(0, dst[e], p[e].unsqueeze(-1) * v.index_select(0, src[e]).to(acc))
         ctx.save_for_backward(p, v, src, dst)
-        return out
+        return out.to(v.dtype)
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # grad: (N, H, Dv)
         p, v, src, dst = ctx.saved_tensors
+        acc = p.dtype
+        grad = grad.to(acc)
         gp = torch.empty_like(p) if ctx.needs_input_grad[0] else None
-        gv = torch.zeros_like(v) if ctx.needs_input_grad[1] else None
+        gv = torch.zeros_like(v, dtype=acc) if ctx.needs_input_grad[1] else None
         for e in _edge_chunks(src.numel(), v.shape[1] * v.shape[2]):
             g_dst = grad.index_select(0, dst[e])  # (e, H, Dv)
             if gp is not None:
-                gp[e] = (g_dst * v.index_select(0, src[e])).sum(-1)
+                gp[e] = (g_dst * v.index_select(0, src[e]).to(acc)).sum(-1)
             if gv is not None:
                 gv.index_add_(0, src[e], p[e].unsqueeze(-1) * g_dst)
-        return gp, gv, None, None, None
+        return gp, _cast(gv, v.dtype), None, None, None
+
+
+def _cast(t: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    return None if t is None else t.to(dtype)
 
 
 def dot_score(q: Tensor, k: Tensor, edge_index: Tensor) -> Tensor:
@@ -100,7 +119,7 @@ def additive_score(q: Tensor, k: Tensor, edge_index: Tensor, negative_slope: flo
 
     With ``q = (W h) * a_dst`` and ``k = (W h) * a_src`` (per head) this is exactly GAT's
     ``LeakyReLU(a^T [W h_i || W h_j])``; only ``E x H`` values are ever built."""
-    s_dst, s_src = q.sum(-1), k.sum(-1)  # (N, H) each
+    s_dst, s_src = q.sum(-1, dtype=_acc(q.dtype)), k.sum(-1, dtype=_acc(k.dtype))  # (N, H) each
     return F.leaky_relu(s_dst.index_select(0, edge_index[1]) + s_src.index_select(0, edge_index[0]), negative_slope)
 
 
@@ -166,15 +185,20 @@ def graph_attention(
         V.fail("score", score, "expected 'dot', 'additive' or a callable (q, k, edge_index) -> (E, H)")
 
     edge_index = edge_index.long()
-    logits = score_fn(q, k, edge_index)  # (E, H)
-    if logits.shape != (edge_index.shape[1], q.shape[1]):
-        raise ValueError(f"score returned shape {tuple(logits.shape)}: expected (E, H) = {(edge_index.shape[1], q.shape[1])}")
-    if scale is not None:
-        logits = logits * scale
-    probs = segment_softmax(logits, edge_index[1], num_nodes=n)  # (E, H), sums to 1 per target
-    dropped = F.dropout(probs, dropout_p) if dropout_p > 0 else probs
-    out = _EdgeAggregate.apply(dropped, v, edge_index[0], edge_index[1], n)  # (N, H, Dv)
-    return (out, probs) if need_weights else out
+    # Autocast off: the kernels choose their own precision (float32 sums for bf16/fp16 inputs,
+    # results in the input dtype) instead of autocast mixing dtypes inside index_add_.
+    with torch.autocast(q.device.type, enabled=False):
+        logits = score_fn(q, k, edge_index).to(_acc(q.dtype))  # (E, H)
+        if logits.shape != (edge_index.shape[1], q.shape[1]):
+            raise ValueError(
+                f"score returned shape {tuple(logits.shape)}: expected (E, H) = {(edge_index.shape[1], q.shape[1])}"
+            )
+        if scale is not None:
+            logits = logits * scale
+        probs = segment_softmax(logits, edge_index[1], num_nodes=n)  # (E, H), sums to 1 per target
+        dropped = F.dropout(probs, dropout_p) if dropout_p > 0 else probs
+        out = _EdgeAggregate.apply(dropped, v, edge_index[0], edge_index[1], n)  # (N, H, Dv)
+    return (out, probs.to(q.dtype)) if need_weights else out
 
 
 def add_self_loops(edge_index: Tensor, num_nodes: int) -> Tensor:

@@ -117,9 +117,8 @@ def test_layout_built_under_inference_mode_is_safe_to_train_on():
     q, k, v, kpm = _batch(2, 200, 200, 16, seed=5, pad=True)
     with torch.inference_mode():
         _window_attention_flex(q, k, v, 9, False, kpm, None, compiled=False)
-    (layout,) = Fn._BAND_LAYOUTS.values()
-    tensors = [t for t in layout.as_tuple() if isinstance(t, torch.Tensor)]
-    assert tensors and not any(t.is_inference() for t in tensors)
+    (tables,) = Fn._BAND_LAYOUTS.values()
+    assert tables and not any(t.is_inference() for t in tables)
 
     with torch.enable_grad():
         out = _window_attention_flex(q, k, v, 9, False, kpm, None, compiled=False)
@@ -128,18 +127,53 @@ def test_layout_built_under_inference_mode_is_safe_to_train_on():
     torch.testing.assert_close(out, ref, atol=1e-10, rtol=0)
 
 
+def _blocks(num, idx):
+    """BlockMask counts ``(1, 1, nq)`` and indices ``(1, 1, nq, nk)`` -> the ``(nq, nk)`` bool table."""
+    got = torch.zeros(idx.shape[-2:], dtype=torch.bool)
+    for r in range(got.shape[0]):
+        got[r, idx[0, 0, r, : num[0, 0, r]].long()] = True
+    return got
+
+
 def test_layout_is_the_band_at_block_granularity():
-    """The cached layout lists exactly the 128 x 128 blocks that hold an allowed pair."""
+    """The layout lists exactly the 128 x 128 blocks that hold an allowed pair: full where every
+    pair is allowed, partial on the band's edges."""
     lq, lk, w = 640, 512, 100
     assert [Fn._flex_length(n) for n in (1, 128, 129, 193, 640, 3000)] == [128, 128, 256, 256, 768, 3072]
     layout = Fn._band_layout(lq, lk, w, True, torch.device("cpu"))
-    dense = attn_core.window_mask(lq, lk, w, causal=True).view(5, 128, 4, 128).any(3).any(1)  # (nq, nk)
-    got = torch.zeros_like(dense)
-    num, idx = layout.kv_num_blocks[0, 0], layout.kv_indices[0, 0]
-    for r in range(dense.shape[0]):
-        got[r, idx[r, : num[r]].long()] = True
-    assert torch.equal(got, dense)
-    assert layout.full_kv_num_blocks is None  # every block partial: the mask_mod always runs
+    allowed = attn_core.window_mask(lq, lk, w, causal=True).view(5, 128, 4, 128)
+    partial, full = _blocks(layout.kv_num_blocks, layout.kv_indices), _blocks(layout.full_kv_num_blocks, layout.full_kv_indices)
+    assert torch.equal(partial | full, allowed.any(3).any(1)) and not (partial & full).any()
+    assert torch.equal(full, allowed.all(3).all(1))
+
+
+# (L, window, causal) -> (full, partial) blocks of 128, counted by hand: with d = r - c the
+# block distance, a block is full iff 128 |d| + 127 <= w (and d > 0 when causal), non-empty
+# iff 128 (|d| - 1) + 1 <= w (and d >= 0 when causal).
+HAND_COUNTS = [
+    (1024, 128, False, 8, 14),  # full: d = 0 (8); partial: |d| = 1 (2 x 7)
+    (1024, 256, False, 22, 12),  # full: |d| <= 1 (8 + 14); partial: |d| = 2 (2 x 6)
+    (1024, 256, True, 7, 14),  # full: d = 1 (7); partial: d = 0 (8), d = 2 (6)
+    (512, 64, False, 0, 10),  # w < 127: no block is full; partial: |d| <= 1 (4 + 6)
+]
+
+
+@pytest.mark.parametrize("length,w,causal,n_full,n_partial", HAND_COUNTS)
+def test_layout_full_and_partial_counts(length, w, causal, n_full, n_partial):
+    layout = Fn._band_layout(length, length, w, causal, torch.device("cpu"))
+    assert int(layout.full_kv_num_blocks.sum()) == n_full
+    assert int(layout.kv_num_blocks.sum()) == n_partial
+
+
+def test_padding_makes_only_its_key_blocks_partial():
+    """Key padding turns into partial only the full blocks whose key block holds a padded key
+    (in any row of the batch); the others stay full."""
+    real = torch.ones(2, 1024, dtype=torch.bool)
+    real[1, 1000:] = False  # key block 7 holds padding
+    layout = Fn._band_layout(1024, 1024, 256, False, torch.device("cpu"), real)
+    full = _blocks(layout.full_kv_num_blocks, layout.full_kv_indices)
+    assert int(full.sum()) == 22 - 2 and not full[:, 7].any()  # blocks (6, 7), (7, 7) became partial
+    assert int(layout.kv_num_blocks.sum()) == 12 + 2
 
 
 def test_cpu_attention_keeps_the_blocked_kernel(monkeypatch):

@@ -193,3 +193,20 @@ def test_bad_input_raises_clear_value_error(override, match):
 def test_masks_pictures_hold():
     assert causal_mask(3).tolist() == [[True, False, False], [True, True, False], [True, True, True]]
     assert window_mask(4, window=1).int().tolist() == [[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]]
+
+
+@pytest.mark.parametrize(
+    "device,head_dim,dropout_p,want",
+    [
+        ("cpu", 64, 0.0, "blocked"),
+        ("cuda", 64, 0.0, "flex"),
+        ("cuda", 16, 0.0, "flex"),
+        ("cuda", 15, 0.0, "blocked"),  # FlexAttention refuses head dims under 16
+        ("cuda", 4, 0.0, "blocked"),
+        ("cuda", 64, 0.1, "blocked"),  # dropout: the blocked kernel
+    ],
+)
+def test_window_kernel_dispatch(device, head_dim, dropout_p, want):
+    from attn_core.functional import window_kernel
+
+    assert window_kernel(device, torch.bfloat16, head_dim, dropout_p) == want

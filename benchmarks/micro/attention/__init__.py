@@ -46,6 +46,7 @@ from benchmarks.micro.attention.config import (
     load_config,
     resolve_dtype,
 )
+from benchmarks.micro.attention.encoder import point_encoder
 from benchmarks.micro.attention.plot import plot_results
 from benchmarks.micro.attention.points import (
     attended_pairs,

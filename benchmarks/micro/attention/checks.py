@@ -4,6 +4,7 @@ checks: :func:`benchmarks.micro.attention.variants.variant_checks`)."""
 
 from __future__ import annotations
 
+from benchmarks.micro.attention.encoder import encoder_checks
 from benchmarks.micro.attention.variants import variant_checks
 from benchmarks.micro.checks import check as _check, doubling_check, format_checks as _format_checks, ratio_check
 
@@ -82,7 +83,7 @@ def compute_checks(points: list[dict], growth_limit: float = 2.3) -> list[dict]:
             else:
                 checks.append(_check(f"dense_masked status @ N={N} E={E}", st, "oom (expected)", False,
                                      note=dense.get("reason")))
-    return checks + variant_checks(points, growth_limit)
+    return checks + encoder_checks(points) + variant_checks(points, growth_limit)
 
 
 def format_checks(checks: list[dict]) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from benchmarks.config import CONFIG_DIR
 from benchmarks.config.schema import ConfigError, Field, Section
+from benchmarks.micro.attention.encoder import SECTION as ENCODER_SECTION
 from benchmarks.micro.attention.variants import SECTION as VARIANTS_SECTION, variant_patterns
 from benchmarks.micro.common import sweep_fields
 from benchmarks.micro.sweep import config_loader
@@ -47,6 +48,7 @@ SCHEMA: dict[str, Any] = {
         "methods": Field("list[str]", list(GRAPH_METHODS), choices=GRAPH_METHODS),
     }),
     "variants": VARIANTS_SECTION,
+    "encoder": ENCODER_SECTION,
     "matmul": Section({
         "enabled": Field("bool", True, doc="measure a large matmul as the peak rate for TFLOP/s"),
         "size": Field("per_device[int]", {"cpu": 2048, "cuda": 8192}, minimum=16),

@@ -11,6 +11,7 @@ from typing import Any, Callable
 from benchmarks.micro.attention.checks import compute_checks, format_checks
 from benchmarks.micro.attention.config import resolve_dtype
 from benchmarks.micro.attention.plot import plot_results
+from benchmarks.micro.attention.encoder import plan_encoder_points
 from benchmarks.micro.attention.points import attention_flops
 from benchmarks.micro.attention.variants import KIND as VARIANT, plan_variant_points
 from benchmarks.micro.common import KEEP_RUN, KEEP_TIMING, mib, status_line, timing_text
@@ -61,6 +62,7 @@ def plan_points(cfg: dict, device: str, dtype: str) -> list[dict]:
                 planned.add((p["method"], L))
                 points.append(p)
     points += plan_variant_points(cfg, device, common)
+    points += plan_encoder_points(cfg, device, common)
     band = cfg["band_compare"]
     if device in band["devices"]:
         for L in sorted(set(band["lengths"])):
@@ -93,7 +95,8 @@ def _describe(p: dict) -> str:
         return f"matmul n={p['n']} {p['matmul_dtype']}"
     if p["kind"] == "graph":
         return f"graph {p['method']:<22} N={p['N']} E={p['E']}"
-    return f"{'var' if p['kind'] == VARIANT else 'seq':<5} {p['method']:<22} L={p['L']}"
+    tag = {VARIANT: "var", "encoder": "enc"}.get(p["kind"], "seq")
+    return f"{tag:<5} {p['method']:<22} L={p['L']}"
 
 
 

@@ -24,6 +24,7 @@ TINY = {
     "band_compare": {"devices": ["cpu"], "lengths": [128], "windows": [8]},
     "graph": {"sizes": [{"nodes": 100, "edges": 400}, {"nodes": 200, "edges": 1000}]},
     "matmul": {"size": 64, "repeats": 2},
+    "encoder": {"d_model": 16, "heads": 2, "dim_feedforward": 32, "lengths": [3, 7, 5]},
 }
 
 
@@ -123,6 +124,9 @@ def test_compute_checks():
     assert checks["dense_masked status @ N=100 E=200"]["pass"] is True
     assert not any("N=10 " in n for n in checks)  # only the largest graph
     assert ba.compute_checks([]) == []
+    enc = [_pt("encoder", "ours_encoder", L=42, B=32, time_ms=1.3), _pt("encoder", "torch_encoder", L=42, B=32)]
+    (c,) = ba.compute_checks(enc)
+    assert c["name"] == "time ours_encoder / torch_encoder @ B=32 L=42" and c["value"] == 1.3 and c["pass"] is False
     # a failed point of ours fails its check; a failed baseline leaves it open
     pts = [_pt("sequence", "ours_full", L=2048, status="oom"), _pt("sequence", "sdpa", L=2048)]
     assert ba.compute_checks(pts)[0]["pass"] is False
@@ -148,6 +152,9 @@ def test_cli_tiny_sweep_end_to_end(tmp_path, capsys):
     assert ("sdpa_band_mask_w8", 128, None) in methods and ("ours_truncated_w8", 128, None) in methods
     for m in ("ours_graph", "pyg_transformerconv", "dense_masked"):
         assert (m, None, 200) in methods
+    for m in ("ours_encoder", "torch_encoder"):
+        assert (m, 7, None) in methods
+    assert any(c["name"] == "time ours_encoder / torch_encoder @ B=3 L=7" for c in doc["checks"])
     bad = [p for p in doc["points"] if p["status"] != "ok"]
     assert not bad, bad
     for p in doc["points"]:
