@@ -173,10 +173,11 @@ class SyncCounter(TorchDispatchMode):
 
 
 @contextlib.contextmanager
-def count_syncs() -> Iterator[SyncCounter]:
-    """``with count_syncs() as c: ...`` records the syncs of the block in ``c.syncs``, with
-    anomaly mode on so that a sync in backward names its forward line."""
+def count_syncs(locate_backward: bool = True) -> Iterator[SyncCounter]:
+    """``with count_syncs() as c: ...`` records the syncs of the block in ``c.syncs``;
+    ``locate_backward``: with anomaly mode on (slow: it records every forward stack), so that a
+    sync in backward names its forward line, not only its autograd node."""
     counter = SyncCounter()
-    with torch.autograd.set_detect_anomaly(True, check_nan=False), counter:
+    with torch.autograd.set_detect_anomaly(locate_backward, check_nan=False), counter:
         yield counter
 
