@@ -28,7 +28,7 @@ def count_stats(pred: Tensor, gold: Tensor, mask: Tensor, oov: Tensor) -> Tensor
     hit = (pred == gold) & mask
     sent_ok = (hit | ~mask).all(1)
     return torch.stack([hit.sum(), mask.sum(), (hit & oov).sum(), (oov & mask).sum(), sent_ok.sum(),
-                        torch.tensor(mask.shape[0], device=mask.device)]).long()
+                        torch.full((), mask.shape[0], device=mask.device)]).long()  # a fill, not a host copy
 
 
 class PosTaggerModule(TaskModule):
