@@ -65,12 +65,14 @@ def gather_over_ranks(obj: Any) -> list[Any]:
 class StepOutput:
     """What a task's ``step`` returns: the loss to optimise, metric values to log (already
     reduced over the batch, or ``(sum, count)`` pairs are not needed: log means weighted by
-    ``samples``), and how many samples/tokens the batch held."""
+    ``samples``), and how many samples/tokens the batch held: a Python int known on the host
+    (a shape) or a 0-d device tensor (e.g. ``mask.sum()``), never read inside the step: tensor
+    counts are added on the device and read once, at the epoch's end."""
 
     loss: Tensor
     metrics: dict[str, Tensor | float]
-    samples: int
-    tokens: int = 0
+    samples: int | Tensor
+    tokens: int | Tensor = 0
 
 
 class TaskModule(L.LightningModule):
@@ -102,6 +104,8 @@ class TaskModule(L.LightningModule):
         #: samples and tokens each stage processed, over every rank (the runner's throughput)
         self.counts: dict[str, dict[str, int]] = {s: {"samples": 0, "tokens": 0} for s in STAGES}
         self._pending: dict[str, list[int]] = {s: [0, 0] for s in STAGES}  # this rank's, not yet summed
+        #: this rank's tensor counts ``(samples, tokens)`` on the device, read at the epoch's end
+        self._device_pending: dict[str, Tensor | None] = {s: None for s in STAGES}
 
     # -- to implement ------------------------------------------------------------------
     def step(self, batch: Any, stage: str) -> StepOutput:  # pragma: no cover - abstract
@@ -117,17 +121,33 @@ class TaskModule(L.LightningModule):
         return world_size() > 1
 
     def _run(self, batch: Any, stage: str) -> Tensor:
+        """One step of ``stage``: counts and per-batch logs without reading a device value
+        (no host-device sync): tensor counts stay on the device until the epoch's end."""
         out = self.step(batch, stage)
         many = self.distributed
+        samples, tokens = out.samples, out.tokens
+        if isinstance(samples, Tensor) or isinstance(tokens, Tensor):
+            dev = (samples if isinstance(samples, Tensor) else tokens).device
+            pair = torch.stack([v.detach().long().reshape(()) if isinstance(v, Tensor)
+                                else torch.zeros((), dtype=torch.long, device=dev)
+                                for v in (samples, tokens)])  # (2,); an int is counted on the host below
+            acc = self._device_pending[stage]
+            self._device_pending[stage] = pair if acc is None else acc + pair  # not in place: inference mode
+        host = [v if not isinstance(v, Tensor) else 0 for v in (samples, tokens)]
         if many:  # summed over the ranks at the epoch's end
-            self._pending[stage][0] += int(out.samples)
-            self._pending[stage][1] += int(out.tokens)
+            self._pending[stage][0] += int(host[0])
+            self._pending[stage][1] += int(host[1])
         else:
-            self.counts[stage]["samples"] += int(out.samples)
-            self.counts[stage]["tokens"] += int(out.tokens)
+            self.counts[stage]["samples"] += int(host[0])
+            self.counts[stage]["tokens"] += int(host[1])
         # several ranks: Lightning's synced mean divides the ranks' weighted sums by their summed
-        # batch sizes, exact only when those are floats (an int count floors, Lightning #21859)
-        bs: int | float = float(max(int(out.samples), 1)) if many else max(int(out.samples), 1)
+        # batch sizes, exact only when those are floats (an int count floors, Lightning #21859);
+        # a tensor count is a valid weight as it is (Lightning only adds and multiplies it)
+        bs: int | float | Tensor
+        if isinstance(samples, Tensor):
+            bs = samples.detach().clamp(min=1).float() if many else samples.detach().clamp(min=1)
+        else:
+            bs = float(max(int(samples), 1)) if many else max(int(samples), 1)
         self.log(f"{stage}/loss", out.loss.detach(), batch_size=bs, prog_bar=stage != "test", on_epoch=True,
                  on_step=False, sync_dist=many)
         for name, value in out.metrics.items():
@@ -136,11 +156,20 @@ class TaskModule(L.LightningModule):
         return out.loss
 
     def _sum_counts(self, stage: str) -> None:
-        """Add every rank's pending counts of ``stage`` to :attr:`counts` (a collective when
-        distributed: all ranks call it at the same hooks; nothing to do in one process)."""
+        """Add every rank's pending counts of ``stage`` to :attr:`counts`: the device counts
+        (read here, once an epoch) and, several ranks, the host ones summed over the ranks (a
+        collective: all ranks call it at the same hooks)."""
+        device = self._device_pending[stage]
+        self._device_pending[stage] = None
         if not self.distributed:
+            if device is not None:
+                samples, tokens = device.tolist()
+                self.counts[stage]["samples"] += int(samples)
+                self.counts[stage]["tokens"] += int(tokens)
             return
         local = torch.tensor(self._pending[stage], dtype=torch.long)
+        if device is not None:
+            local = local + device.cpu()
         total = sum_over_ranks(local) if self.shards_data else local
         self.counts[stage]["samples"] += int(total[0])
         self.counts[stage]["tokens"] += int(total[1])

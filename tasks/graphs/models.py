@@ -36,7 +36,7 @@ import attn_core
 from tasks.common.patterns import PATTERN_PARAMS, model_pattern, register_variants
 from tasks.common.registry import register_model, register_preset
 
-__all__ = ["AttentionNet", "GCN", "GGNN", "MLP", "node_pattern", "ORDERED_PATTERNS", "graph_attention", "gcn", "ggnn",
+__all__ = ["AttentionNet", "GCN", "GGNN", "MLP", "gcn_norm", "node_pattern", "ORDERED_PATTERNS", "graph_attention", "gcn", "ggnn",
            "mlp"]
 
 
@@ -221,6 +221,20 @@ class AttentionNet(_GraphNet):
 
 
 # --------------------------------------------------------------------------- baselines
+def gcn_norm(edge_index: Tensor, num_nodes: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """Kipf & Welling's ``D^-1/2 (A + I) D^-1/2`` as ``(edge_index (2, E + N), weight (E + N,))``,
+    the operator of PyG's ``gcn_norm`` (``add_remaining_self_loops``: one self-loop of weight 1 per
+    node) with no host-device sync: existing self-loops are kept with weight 0 instead of being
+    removed by boolean indexing, so the output's size depends on shapes only."""
+    row, col = edge_index  # (E,) source j, target i
+    loops = torch.arange(num_nodes, device=edge_index.device)
+    ei = torch.cat([edge_index, torch.stack([loops, loops])], 1)  # (2, E + N)
+    w = torch.cat([(row != col).to(dtype), torch.ones(num_nodes, dtype=dtype, device=edge_index.device)])
+    deg = torch.zeros(num_nodes, dtype=dtype, device=edge_index.device).index_add(0, ei[1], w)  # (N,) in-degree
+    dis = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
+    return ei, dis[ei[0]] * w * dis[ei[1]]
+
+
 class GCN(_GraphNet):
     """Graph convolution (Kipf & Welling): ``num_layers`` GCNConv with ReLU and dropout."""
 
@@ -230,12 +244,15 @@ class GCN(_GraphNet):
         from torch_geometric.nn import GCNConv
 
         dims = [num_features] + [hidden] * (num_layers - 1) + [num_classes]
-        self.convs = nn.ModuleList(GCNConv(a, b, cached=False) for a, b in zip(dims[:-1], dims[1:]))
+        # normalize=False: the layers take the weights of :func:`gcn_norm` (the same operator as
+        # GCNConv's own normalisation, without its host-device sync)
+        self.convs = nn.ModuleList(GCNConv(a, b, normalize=False) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = dropout
 
     def _forward(self, x: Tensor, edge_index: Tensor | None) -> Tensor:
+        ei, w = gcn_norm(edge_index, x.shape[0], x.dtype)
         for i, conv in enumerate(self.convs):
-            x = conv(F.dropout(x, self.dropout, self.training), edge_index)
+            x = conv(F.dropout(x, self.dropout, self.training), ei, w)
             if i < len(self.convs) - 1:
                 x = F.relu(x)
         return x

@@ -31,12 +31,15 @@ class GraphNodeClassifier(TaskModule):
         super().__init__(net, **{**MODULE_DEFAULTS, **kwargs})
 
     def step(self, batch: Any, stage: str) -> StepOutput:
-        mask = getattr(batch, _MASKS[stage])
-        logits = self.net(batch)[mask]  # (M, C)
-        y = batch.y[mask]
-        loss = F.cross_entropy(logits, y)
-        acc = (logits.argmax(-1) == y).float().mean()
-        return StepOutput(loss=loss, metrics={"acc": acc.detach()}, samples=int(mask.sum()))
+        # the stage's nodes by weight, not by boolean indexing: no host-device sync
+        mask = getattr(batch, _MASKS[stage])  # (N,) bool
+        logits = self.net(batch)  # (N, C)
+        weight = mask.to(logits.dtype)  # (N,)
+        count = mask.sum()  # a 0-d device tensor
+        denom = weight.sum().clamp(min=1)
+        loss = (F.cross_entropy(logits, batch.y, reduction="none") * weight).sum() / denom
+        acc = ((logits.argmax(-1) == batch.y).to(weight.dtype) * weight).sum() / denom
+        return StepOutput(loss=loss, metrics={"acc": acc.detach()}, samples=count)
 
 
 def make_module(net: nn.Module, data_info: dict | None = None, **train_params: Any) -> GraphNodeClassifier:

@@ -26,6 +26,7 @@ from torch import Tensor, nn
 import attn_core
 from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, register_variants
 from tasks.common.registry import register_model, register_preset
+from tasks.common.rnn import run_padded
 
 __all__ = ["TokenEmbedder", "TransformerContext", "LSTMContext", "ConvContext", "NoContext", "Tagger",
            "transformer", "bilstm", "cnn", "mlp"]
@@ -83,7 +84,7 @@ class TransformerContext(nn.Module):
 
 
 class LSTMContext(nn.Module):
-    """A bidirectional LSTM over packed sequences (padding is never read)."""
+    """A bidirectional LSTM over the real words only (padding is never read; :func:`run_padded`)."""
 
     def __init__(self, d_in: int, *, hidden: int = 200, num_layers: int = 2, dropout: float = 0.3) -> None:
         super().__init__()
@@ -93,11 +94,8 @@ class LSTMContext(nn.Module):
         self.out_dim = 2 * hidden
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        lengths = mask.sum(1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        out, _ = self.lstm(packed)
-        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
-        return self.drop(out)  # (B, L, 2H)
+        out, _ = run_padded(self.lstm, x, mask)  # (B, L, 2H), as packed (no host-device sync)
+        return self.drop(out)
 
 
 class ConvContext(nn.Module):

@@ -28,7 +28,7 @@ def count_stats(pred: Tensor, gold: Tensor, mask: Tensor, oov: Tensor) -> Tensor
     hit = (pred == gold) & mask
     sent_ok = (hit | ~mask).all(1)
     return torch.stack([hit.sum(), mask.sum(), (hit & oov).sum(), (oov & mask).sum(), sent_ok.sum(),
-                        torch.tensor(mask.shape[0], device=mask.device)]).long()
+                        torch.full((), mask.shape[0], device=mask.device)]).long()  # a fill, not a host copy
 
 
 class PosTaggerModule(TaskModule):
@@ -40,33 +40,42 @@ class PosTaggerModule(TaskModule):
     def __init__(self, net: nn.Module, *, num_tags: int = 17, tags: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(net, **{**MODULE_DEFAULTS, **kwargs})
         self.num_tags, self.tag_names = num_tags, list(tags) if tags else [str(i) for i in range(num_tags)]
-        self.stats = {s: torch.zeros(len(_STATS), dtype=torch.long) for s in ("train", "val", "test")}
-        self.confusion = torch.zeros(num_tags, num_tags, dtype=torch.long)
+        # counters live on the module's device (buffers follow .to()) and are read once an epoch
+        for stage in ("train", "val", "test"):
+            self.register_buffer(f"_stats_{stage}", torch.zeros(len(_STATS), dtype=torch.long), persistent=False)
+        self.register_buffer("confusion", torch.zeros(num_tags, num_tags, dtype=torch.long), persistent=False)
+
+    @property
+    def stats(self) -> dict[str, Tensor]:
+        """The stage's counters ``(correct, total, oov_correct, oov_total, sent_correct, sents)``."""
+        return {s: getattr(self, f"_stats_{s}") for s in ("train", "val", "test")}
 
     def step(self, batch: dict[str, Tensor], stage: str) -> StepOutput:
+        # padding is ignored by its target (-100), not removed by boolean indexing: no host-device sync
         mask, gold = batch["mask"], batch["tags"]
         logits = self.net(batch)  # (B, L, T)
-        loss = F.cross_entropy(logits[mask], gold[mask])
+        loss = F.cross_entropy(logits.flatten(0, 1), gold.masked_fill(~mask, -100).flatten(), ignore_index=-100)
         pred = logits.detach().argmax(-1)  # (B, L)
-        self.stats[stage] += count_stats(pred, gold, mask, batch["oov"]).cpu()
-        if stage == "test":
-            idx = (gold[mask] * self.num_tags + pred[mask]).cpu()
-            self.confusion += torch.bincount(idx, minlength=self.num_tags ** 2).view(self.num_tags, self.num_tags)
-        return StepOutput(loss=loss, metrics={}, samples=int(mask.shape[0]), tokens=int(mask.sum()))
+        # not in place: the counters may have been made under inference mode (trainer.test)
+        setattr(self, f"_stats_{stage}", self.stats[stage] + count_stats(pred, gold, mask, batch["oov"]))
+        if stage == "test":  # gold x predicted, padding weighted 0
+            idx = (gold * self.num_tags + pred).flatten()  # (B*L,)
+            flat = self.confusion.flatten().index_add(0, idx, mask.flatten().long())
+            self.confusion = flat.view(self.num_tags, self.num_tags)
+        return StepOutput(loss=loss, metrics={}, samples=int(mask.shape[0]), tokens=mask.sum())
 
     # -- corpus-level metrics -----------------------------------------------------------
     def _reset(self, stage: str) -> None:
-        self.stats[stage].zero_()
+        setattr(self, f"_stats_{stage}", torch.zeros_like(self.stats[stage]))
         if stage == "test":
-            self.confusion.zero_()
+            self.confusion = torch.zeros_like(self.confusion)
 
     def _log_epoch(self, stage: str) -> None:
+        """The corpus-level values of ``stage``, read on the host (once an epoch)."""
         if self.distributed:  # every rank counted its own shard: the corpus is their sum
-            # in place: a tensor made under inference mode (validation, test) could not be
-            # updated in place outside it (the runner's FLOP count steps the module later)
-            self.stats[stage].copy_(sum_over_ranks(self.stats[stage]))
+            setattr(self, f"_stats_{stage}", sum_over_ranks(self.stats[stage]))
             if stage == "test":
-                self.confusion.copy_(sum_over_ranks(self.confusion))
+                self.confusion = sum_over_ranks(self.confusion)
         c = dict(zip(_STATS, self.stats[stage].tolist()))
         if not c["total"]:
             return
@@ -77,38 +86,45 @@ class PosTaggerModule(TaskModule):
         if c["oov_total"]:
             self.log(f"{stage}/oov_acc", c["oov_correct"] / c["oov_total"], **kw)
 
-    # Exact corpus-level values are logged once per epoch, at the epoch's last batch: Lightning
-    # calls callbacks' on_*_epoch_end before the module's, so a value logged there would reach
-    # the checkpoint and early stopping but not a callback that reads it at epoch end. Under
-    # several ranks each calls the reduction once, at its own last batch (evaluation shards
-    # may differ in length by a batch).
-    def _last_batch(self, stage: str, batch_idx: int) -> bool:
-        t = self.trainer
-        n = {"train": t.num_training_batches, "val": (t.num_val_batches or [0])[0],
-             "test": (t.num_test_batches or [0])[0]}[stage]
-        return batch_idx + 1 == n
+    def _log_train(self) -> None:
+        """The training epoch's accuracies, logged at its last batch as device tensors (no
+        host read: Lightning reduces them at the epoch's end). Lightning calls callbacks'
+        ``on_train_epoch_end`` before the module's, so a value logged there would miss a
+        callback reading it then. Training words are never OOV (OOV means unseen in train)."""
+        st = self.stats["train"]
+        if self.distributed:
+            st = sum_over_ranks(st)
+        kw = dict(on_step=False, on_epoch=True, batch_size=1, sync_dist=self.distributed)
+        self.log("train/acc", st[0].double() / st[1].clamp(min=1), **kw)
+        self.log("train/sent_acc", st[4].double() / st[5].clamp(min=1), **kw)
+
+    def _last_batch(self, batch_idx: int) -> bool:
+        return batch_idx + 1 == self.trainer.num_training_batches
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         if batch_idx == 0:
             self._reset("train")
         loss = super().training_step(batch, batch_idx)
-        if self._last_batch("train", batch_idx):
-            self._log_epoch("train")
+        if self._last_batch(batch_idx):
+            self._log_train()
         return loss
 
-    def _counted(self, stage: str, step: Any, batch: Any, batch_idx: int) -> None:
-        """One evaluation batch between resetting the stage's counters (first batch) and logging them (last)."""
-        if batch_idx == 0:
-            self._reset(stage)
-        step(batch, batch_idx)
-        if self._last_batch(stage, batch_idx):
-            self._log_epoch(stage)
+    # Evaluation counters are read at the epoch's end (every rank calls the hooks, whatever the
+    # length of its shard): validation values reach the runner's monitor, checkpoint and early
+    # stopping (they read at on_validation_end), test values the returned metrics.
+    def on_validation_epoch_start(self) -> None:
+        self._reset("val")
 
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        self._counted("val", super().validation_step, batch, batch_idx)
+    def on_validation_epoch_end(self) -> None:
+        super().on_validation_epoch_end()
+        self._log_epoch("val")
 
-    def test_step(self, batch: Any, batch_idx: int) -> None:
-        self._counted("test", super().test_step, batch, batch_idx)
+    def on_test_epoch_start(self) -> None:
+        self._reset("test")
+
+    def on_test_epoch_end(self) -> None:
+        super().on_test_epoch_end()
+        self._log_epoch("test")
 
     def report_extras(self, trainer: Any = None, datamodule: Any = None) -> dict[str, Any]:
         """``{"pos_confusion": {"tags", "matrix" (gold rows x predicted columns), "oov": [correct,

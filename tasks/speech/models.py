@@ -34,6 +34,7 @@ from torch import Tensor, nn
 import attn_core
 from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, register_variants, takes_window
 from tasks.common.registry import register_model, register_preset
+from tasks.common.rnn import run_padded
 
 __all__ = ["SpeechNet", "TransformerEncoderNet", "RecurrentEncoder", "ConvEncoder", "FrameMLP", "build_model",
            "transformer", "lstm", "cnn", "frame_mlp"]
@@ -58,8 +59,8 @@ class TransformerEncoderNet(nn.Module):
     ``pattern="full"`` (``window=None``), ``"truncated"`` with ``window`` frames either side, or
     any registered sequence pattern that takes key padding with its ``pattern_params`` (``window``
     is ignored by a pattern without one). ``pattern_max_len``: the longest utterance in frames,
-    for patterns sized by it (``"linformer"``; default ``max_len``). An all-real ``mask`` is
-    passed as ``None`` so that full attention keeps its fused SDPA kernel (no dense ``L x L`` mask)."""
+    for patterns sized by it (``"linformer"``; default ``max_len``). The ``mask`` is always passed
+    as the key padding mask (even all real: checking would be a host-device sync every step)."""
 
     def __init__(self, num_features: int, *, d_model: int = 96, num_heads: int = 4, num_layers: int = 3,
                  dim_feedforward: int | None = None, dropout: float = 0.1, attn_dropout: float = 0.0,
@@ -92,8 +93,8 @@ class TransformerEncoderNet(nn.Module):
         if self.pos is not None:
             h = self.pos(h)
         h = self.drop(h)
-        kpm = None if bool(mask.all()) else mask
-        out = self.encoder(h, key_padding_mask=kpm, need_weights=need_weights)
+        # always the mask: asking whether it is all real would read it on the host (a sync)
+        out = self.encoder(h, key_padding_mask=mask, need_weights=need_weights)
         if need_weights:
             return _zero_pad(out[0], mask), out[1]
         return _zero_pad(out, mask)  # (B, L, d)
@@ -132,9 +133,8 @@ class RecurrentEncoder(nn.Module):
             x = F.pad(_zero_pad(x, mask), (0, 0, 0, S * k - L)).reshape(B, S, k * F_)  # (B, S, k*F)
             lengths = torch.div(lengths + k - 1, k, rounding_mode="floor")
         h = self.drop(self.inp(x))  # (B, S, d)
-        packed = nn.utils.rnn.pack_padded_sequence(h, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, _ = self.rnn(packed)
-        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=h.shape[1])  # (B, S, d)
+        steps = torch.arange(h.shape[1], device=h.device)[None] < lengths[:, None]  # (B, S) real steps
+        out, _ = run_padded(self.rnn, h, steps)  # (B, S, d), as packed (no host-device sync)
         if k > 1:
             out = out.repeat_interleave(k, dim=1)[:, :L]  # (B, L, d)
         return _zero_pad(self.drop(out), mask)  # (B, L, d)

@@ -58,24 +58,29 @@ def edit_distance(a: list[int], b: list[int]) -> int:
 
 def spec_augment(x: Tensor, mask: Tensor, cfg: dict[str, int], generator: torch.Generator | None = None) -> Tensor:
     """SpecAugment time and frequency masking (zeros) of ``x (B, L, F)``; time masks fall inside
-    each sequence's real frames (``mask (B, L)``). Returns a new tensor."""
-    x = x.clone()
-    b, _, nf = x.shape
-    lengths = mask.sum(1).tolist()
+    each sequence's real frames (``mask (B, L)``). Every width and start is drawn on ``x``'s
+    device (``generator`` must live there), so no value is read on the host. Returns a new tensor."""
+    b, length, nf = x.shape
+    dev = x.device
+    lengths = mask.sum(1)  # (B,)
 
-    def rint(hi: int) -> int:
-        return int(torch.randint(0, max(hi, 0) + 1, (1,), generator=generator))
+    def draw(hi: Tensor) -> Tensor:  # (B,) uniform ints in [0, hi]
+        u = torch.rand(hi.shape, generator=generator, device=dev)
+        return (u * (hi.clamp(min=0) + 1)).floor().long().clamp(max=hi.clamp(min=0))
 
-    for i in range(b):
-        for _ in range(cfg.get("freq_masks", 0)):
-            w = rint(min(cfg.get("freq_width", 0), nf))
-            f0 = rint(nf - w)
-            x[i, :, f0 : f0 + w] = 0
-        for _ in range(cfg.get("time_masks", 0)):
-            w = rint(min(cfg.get("time_width", 0), int(lengths[i])))
-            t0 = rint(int(lengths[i]) - w)
-            x[i, t0 : t0 + w] = 0
-    return x
+    def span(pos: Tensor, start: Tensor, width: Tensor) -> Tensor:  # (B, n): start <= pos < start + width
+        return (pos >= start[:, None]) & (pos < (start + width)[:, None])
+
+    f, t = torch.arange(nf, device=dev), torch.arange(length, device=dev)
+    drop_f = torch.zeros(b, nf, dtype=torch.bool, device=dev)
+    drop_t = torch.zeros(b, length, dtype=torch.bool, device=dev)
+    for _ in range(cfg.get("freq_masks", 0)):
+        w = draw(torch.full((b,), min(cfg.get("freq_width", 0), nf), device=dev))
+        drop_f |= span(f, draw(nf - w), w)
+    for _ in range(cfg.get("time_masks", 0)):
+        w = draw(lengths.clamp(max=cfg.get("time_width", 0)))
+        drop_t |= span(t, draw(lengths - w), w)
+    return x.masked_fill(drop_f[:, None, :] | drop_t[:, :, None], 0)
 
 
 class SpeechModule(TaskModule):
@@ -105,48 +110,65 @@ class SpeechModule(TaskModule):
         self.test_segment_error: float | None = None
 
     def _reset_epoch(self) -> None:
-        self._correct = 0
-        self._total = 0
+        # device counters, read once at the epoch's end (ints until the first step adds to them)
+        self._correct: int | Tensor = 0
+        self._total: int | Tensor = 0
         self._edits = 0
         self._words = 0
-        self._confusion = torch.zeros(self.num_classes, self.num_classes, dtype=torch.long)
+        self._frames: list[tuple[Tensor, Tensor, Tensor]] = []  # tag: (pred, gold, mask) per batch
+        self._confusion = torch.zeros(self.num_classes, self.num_classes, dtype=torch.long, device=self.device)
 
     def step(self, batch: dict[str, Tensor], stage: str) -> StepOutput:
+        # no host-device sync: padding is weighted out, not removed by boolean indexing, and
+        # the counts stay on the device (the segment error's alignments wait for the epoch's end)
         x, mask, y = batch["x"], batch["mask"], batch["y"]
         if stage == "train" and self.augment:
             x = spec_augment(x, mask, self.augment)
         logits = self.net(x, mask)
-        frames = int(mask.sum())
+        frames = mask.sum()  # (,) device
         smooth = self.label_smoothing if stage == "train" else 0.0
+        pred = logits.detach().argmax(-1)  # (B,) or (B, L)
         if self.form == "classify":
             loss = F.cross_entropy(logits, y, label_smoothing=smooth)
-            pred, gold = logits.argmax(-1), y
+            real, total = torch.ones_like(y, dtype=torch.bool), y.numel()
         else:
             loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100, label_smoothing=smooth)
-            pred, gold = logits.argmax(-1)[mask], y[mask]
-        correct = int((pred == gold).sum())
+            real, total = mask, frames
+        gold = torch.where(real, y, 0)  # padding -> class 0, weighted 0 below
+        correct = ((pred == gold) & real).sum()
         metrics: dict[str, Any] = {}
         if stage == "train":
-            metrics["acc"] = correct / max(gold.numel(), 1)
+            metrics["acc"] = correct / (total.clamp(min=1) if isinstance(total, Tensor) else max(total, 1))
         else:
-            self._correct += correct
-            self._total += gold.numel()
-            idx = gold.cpu() * self.num_classes + pred.cpu()
+            self._correct = self._correct + correct
+            self._total = self._total + total
+            idx = (gold * self.num_classes + pred).flatten()
+            if self._confusion.device != idx.device:  # reset before the module moved (once)
+                self._confusion = self._confusion.to(idx.device)
+            flat = self._confusion.flatten().index_add(0, idx, real.flatten().long())
             # not in place: the counters may have been made under inference mode (trainer.test)
-            self._confusion = self._confusion + torch.bincount(idx, minlength=self.num_classes**2).view(self.num_classes, -1)
+            self._confusion = flat.view(self.num_classes, self.num_classes)
             if self.form == "tag":
-                full_pred = logits.argmax(-1)
-                for i in range(y.shape[0]):
-                    m = mask[i]
-                    ref = segments(y[i][m], self.silence)
-                    self._edits += edit_distance(segments(full_pred[i][m], self.silence), ref)
-                    self._words += len(ref)
+                self._frames.append((pred, y, mask))
         return StepOutput(loss=loss, metrics=metrics, samples=int(y.shape[0]), tokens=frames)
 
     # -- corpus-level validation / test metrics ----------------------------------------
+    def _count_segments(self) -> None:
+        """Add the segment edit distances and true words of the batches kept this epoch (``tag``):
+        the frame labels are read on the host here, once per batch at the epoch's end."""
+        for pred, y, mask in self._frames:
+            pred, y, lengths = pred.cpu(), y.cpu(), mask.sum(1).tolist()
+            for i, n in enumerate(lengths):
+                ref = segments(y[i, :n], self.silence)
+                self._edits += edit_distance(segments(pred[i, :n], self.silence), ref)
+                self._words += len(ref)
+        self._frames = []
+
     def _sum_epoch(self) -> None:
-        """Several ranks: the epoch's counters and confusion summed over them (each rank
+        """The epoch's counters as host ints; several ranks: summed over them (each rank
         evaluated its own shard), the same on every rank afterwards."""
+        self._count_segments()
+        self._correct, self._total = int(self._correct), int(self._total)
         if not self.distributed:
             return
         c = sum_over_ranks(torch.tensor([self._correct, self._total, self._edits, self._words], dtype=torch.long))

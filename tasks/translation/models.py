@@ -37,11 +37,11 @@ from typing import Any, Mapping
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import attn_core
 from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, register_variants
 from tasks.common.registry import register_model, register_preset
+from tasks.common.rnn import run_padded
 from tasks.translation.search import State
 
 __all__ = ["TransformerSeq2Seq", "RNNSeq2Seq", "ConvS2S", "RNN_ATTENTIONS", "NEEDS", "transformer", "rnn_bahdanau",
@@ -223,11 +223,10 @@ class RNNSeq2Seq(nn.Module):
     def encode(self, src: Tensor, src_mask: Tensor) -> State:
         b, s = src.shape
         emb = self.drop(self.embed(src))  # (B, S, E)
-        lengths = src_mask.sum(1).clamp(min=1).cpu()
-        packed = pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False)
-        out, h = self.encoder(packed)
-        enc, _ = pad_packed_sequence(out, batch_first=True, total_length=s)  # (B, S, 2H)
-        final = torch.cat([h[-2], h[-1]], -1)  # (B, 2H): last layer, forward and backward
+        real = src_mask.clone()
+        real[:, 0] = True  # an empty source still runs one step (as packing at length 1 did)
+        # enc (B, S, 2H) as packed, final (B, 2H): last layer, forward and backward; no host-device sync
+        enc, final = run_padded(self.encoder, emb, real)
         h0 = torch.tanh(self.bridge(final))[:, None].expand(b, self.dec_layers, self.hidden).contiguous()
         state: State = {"h": h0, "mask": src_mask}  # h: (B, layers, H), batch-first for search
         if self.kind == "none":

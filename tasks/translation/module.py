@@ -6,7 +6,9 @@
 * Validation/test: the same loss, the teacher-forced perplexity ``ppl = exp(sum NLL / tokens)``
   (plain NLL, no smoothing, identical for every family), and the decoded corpus: greedy for
   validation (``val_decoder``), beam search for test (``test_decoder``: ``beam`` 4, GNMT length
-  penalty ``length_penalty`` 0.6, at most ``src_len + max_len_b`` tokens). At the epoch end the
+  penalty ``length_penalty`` 0.6, at most ``src_len + max_len_b`` tokens). The steps only keep
+  the sources (decoding stops when every sentence has ended, which the host learns only by
+  reading the device: a sync per position); they are decoded at the epoch end, where the
   hypotheses are detokenised by sentencepiece and scored against the raw references with
   sacreBLEU (13a tokenisation, cased: the default ``corpus_bleu``) and chrF; logged as
   ``<stage>/bleu`` (the headline), ``<stage>/chrf``, ``<stage>/ppl`` and ``<stage>/sent_per_s``
@@ -99,12 +101,12 @@ class TranslationModule(TaskModule):
         logits = self.net(src, src_mask, tgt_in)  # (B, T, V)
         flat, gold = logits.flatten(0, 1).float(), tgt.flatten()
         loss = F.cross_entropy(flat, gold, ignore_index=PAD, label_smoothing=float(self.hparams.label_smoothing))
-        ntok = int(tgt_mask.sum())
+        ntok = tgt_mask.sum()  # (,) on the device: summed there, read at the epoch's end
         if stage != "train":
             nll = F.cross_entropy(flat, gold, ignore_index=PAD, reduction="sum")
             buf = self._buf.setdefault(stage, _new_buffer())
-            buf["nll"] += float(nll)
-            buf["tokens"] += ntok
+            buf["nll"] = buf["nll"] + nll.detach()
+            buf["tokens"] = buf["tokens"] + ntok
         return StepOutput(loss=loss, metrics={}, samples=int(src.shape[0]), tokens=ntok)
 
     # -- decoding ------------------------------------------------------------------------
@@ -119,29 +121,48 @@ class TranslationModule(TaskModule):
                                  alpha=float(hp.length_penalty))[0]
         raise ValueError(f"decoder={decoder!r}; valid: {', '.join(DECODERS)}")
 
-    def _decode_batch(self, batch: dict[str, Any], stage: str) -> None:
+    def _keep_batch(self, batch: dict[str, Any], stage: str) -> None:
+        """Keep the batch's sources for decoding at the epoch's end: decoding stops when every
+        sentence has ended, which the host can only know by reading the device (a sync per
+        decoded position), so it waits until the step loop is over."""
         if self.tokenizer is None:
             raise ValueError("TranslationModule needs the tokenizer (data_info['tokenizer']) to score BLEU")
-        decoder = self.hparams.val_decoder if stage == "val" else self.hparams.test_decoder
-        t0 = time.perf_counter()
-        out = self.translate(batch["src"], batch["src_mask"], decoder)
-        if out.is_cuda:
-            torch.cuda.synchronize()
         buf = self._buf.setdefault(stage, _new_buffer())
-        buf["decode_s"] += time.perf_counter() - t0
-        buf["hyps"].extend(self.tokenizer.decode(row) for row in out.tolist())
-        buf["refs"].extend(batch["refs"])
+        buf["pending"].append((batch["src"], batch["src_mask"], list(batch["refs"])))
+
+    @torch.no_grad()
+    def _decode_pending(self, stage: str, buf: dict[str, Any]) -> None:
+        """Decode the sources kept this epoch (``val_decoder`` / ``test_decoder``) into ``buf``'s
+        hypotheses and references, timing the decoding (``decode_s``); the NLL and token sums
+        become host numbers."""
+        decoder = self.hparams.val_decoder if stage == "val" else self.hparams.test_decoder
+        was = self.net.training
+        self.net.eval()
+        try:
+            for src, src_mask, refs in buf.pop("pending", []):
+                t0 = time.perf_counter()
+                out = self.translate(src, src_mask, decoder)
+                if out.is_cuda:
+                    torch.cuda.synchronize()
+                buf["decode_s"] += time.perf_counter() - t0
+                buf["hyps"].extend(self.tokenizer.decode(row) for row in out.tolist())
+                buf["refs"].extend(refs)
+        finally:
+            self.net.train(was)
+        buf["nll"], buf["tokens"] = float(buf["nll"]), int(buf["tokens"])
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         super().validation_step(batch, batch_idx)
-        self._decode_batch(batch, "val")
+        self._keep_batch(batch, "val")
 
     def test_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         super().test_step(batch, batch_idx)
-        self._decode_batch(batch, "test")
+        self._keep_batch(batch, "test")
 
     def _log_corpus(self, stage: str) -> None:
         buf = self._buf.pop(stage, None)
+        if buf is not None:
+            self._decode_pending(stage, buf)
         if self.distributed:  # every rank, before any early return: a collective
             buf = merge_buffers(gather_over_ranks(buf or _new_buffer()))
         if not buf or not buf["hyps"]:
@@ -200,7 +221,8 @@ class TranslationModule(TaskModule):
 
 
 def _new_buffer() -> dict[str, Any]:
-    return {"nll": 0.0, "tokens": 0, "hyps": [], "refs": [], "decode_s": 0.0}
+    # nll/tokens: device tensors while the epoch runs; pending: (src, src_mask, refs) to decode
+    return {"nll": 0.0, "tokens": 0, "hyps": [], "refs": [], "decode_s": 0.0, "pending": []}
 
 
 def merge_buffers(bufs: list[dict[str, Any]]) -> dict[str, Any]:

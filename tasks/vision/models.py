@@ -104,6 +104,13 @@ def grid_edges_batched(gh: int, gw: int, radius: int, batch: int, *, cls_token: 
     ``edge_index`` over ``batch * n`` nodes (image ``b`` holds nodes ``b*n .. b*n + n - 1``;
     ``n = gh*gw``, plus one leading class-token node per image when ``cls_token``: it attends to
     every node of its image and every node attends to it)."""
+    e, n = _image_edges(gh, gw, radius, cls_token=cls_token, device=device)
+    return _batch_edges(e, n, batch)
+
+
+def _image_edges(gh: int, gw: int, radius: int, *, cls_token: bool = False,
+                 device: torch.device | None = None) -> tuple[Tensor, int]:
+    """``(edge_index (2, E0) of one image, its node count n)`` for :func:`grid_edges_batched`."""
     e = attn_core.grid_window_edges(gh, gw, radius, device=device)  # (2, E0) over 0..P-1
     n = gh * gw
     if cls_token:
@@ -113,7 +120,13 @@ def grid_edges_batched(gh: int, gw: int, radius: int, batch: int, *, cls_token: 
         e = torch.cat([e + 1, torch.stack([nodes, torch.zeros_like(nodes)]),  # everything -> cls
                        torch.stack([zeros, patches])], dim=1)  # cls -> every patch
         n += 1
-    offsets = torch.arange(batch, device=device) * n  # (B,)
+    return e, n
+
+
+def _batch_edges(e: Tensor, n: int, batch: int) -> Tensor:
+    """One image's ``edge_index`` ``e (2, E0)`` over ``n`` nodes repeated for ``batch`` images
+    (shapes only: no host-device sync)."""
+    offsets = torch.arange(batch, device=e.device) * n  # (B,)
     return (e[:, None, :] + offsets[None, :, None]).reshape(2, -1)  # (2, B*E0)
 
 
@@ -198,14 +211,16 @@ class ViT(nn.Module):
         )
         self.head = nn.Linear(d_model, num_classes)
         self._edges: dict[tuple[int, str], Tensor] = {}
-        if attention == "local":
-            attn_core.grid_window_edges(*self.grid, radius)  # validates radius now
+        # one image's window graph, built here on the host (it validates radius) and moved with
+        # the module: a step only adds per-image offsets, with no host-device sync
+        self.register_buffer("_image_edges", _image_edges(*self.grid, radius, cls_token=pool == "cls")[0]
+                             if attention == "local" else None, persistent=False)
 
     def _edge_index(self, batch: int, device: torch.device) -> Tensor:
         key = (batch, str(device))
-        if key not in self._edges:
-            self._edges = {key: grid_edges_batched(*self.grid, self.radius, batch, cls_token=self.cls is not None,
-                                                   device=device)}
+        if key not in self._edges:  # the buffer is on the module's device already
+            n = self.grid[0] * self.grid[1] + (self.cls is not None)
+            self._edges = {key: _batch_edges(self._image_edges, n, batch)}
         return self._edges[key]
 
     def tokens(self, x: Tensor) -> Tensor:

@@ -379,8 +379,19 @@ def test_tag_metrics_corpus_level():
     module.step({"x": torch.zeros(2, 7, 4), "mask": mask, "y": y}, "test")
     assert module._correct == 10 and module._total == 12  # frame accuracy 10/12 over real frames
     # seq 0: true [0, 1], predicted [0, 1, 1] -> 1 edit; seq 1: true [1], predicted [1] -> 0; 3 true words
+    module._count_segments()  # the alignments wait for the epoch's end (they read the frames on the host)
     assert module._edits == 1 and module._words == 3
     assert module._confusion.sum() == 12 and module._confusion[2, 1] == 1 and module._confusion[0, 1] == 1
+
+
+def test_spec_augment_reads_nothing_on_the_host():
+    """Widths and starts are drawn on the device: no host-device sync (issue 30)."""
+    from tests.helpers.sync import count_syncs
+
+    x, mask = torch.randn(3, 40, 10), torch.arange(40)[None] < torch.tensor([[40], [25], [7]])
+    with count_syncs() as c:
+        spec_augment(x, mask, {"freq_masks": 2, "freq_width": 4, "time_masks": 2, "time_width": 6})
+    assert not c.syncs, c.summary()
 
 
 def test_spec_augment_masks_inside_real_frames():
