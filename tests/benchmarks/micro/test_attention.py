@@ -175,7 +175,8 @@ def test_cli_tiny_sweep_end_to_end(tmp_path, capsys):
 
 def test_sweep_records_oom_and_continues(tmp_path, monkeypatch):
     oom_when(monkeypatch, ba, "point_sequence", lambda kw: kw["impl"] == "naive" and kw["L"] == 128)
-    cfg = dict(TINY, matmul={"enabled": False}, graph={"sizes": []}, band_compare={"devices": []})
+    cfg = dict(TINY, matmul={"enabled": False}, graph={"sizes": []}, band_compare={"devices": []},
+               encoder={"enabled": False})
     cfg["sequence"] = dict(TINY["sequence"], lengths=[64, 128, 256], methods=["naive", "sdpa"])
     path = write_config(tmp_path, cfg)
     assert run_cli(["bench", "attention", "--config", path, "--out", tmp_path, "--device", "cpu"]) == 0
