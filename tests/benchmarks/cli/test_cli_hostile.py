@@ -391,3 +391,34 @@ def test_another_launchers_options_are_refused_not_ignored(capsys, argv, message
     assert main(["run", "quick", "--dry-run", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- a reader that stops reading
+class _ClosedPipe:
+    """stdout whose reader went away (``attnbench list | head``): every write raises."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("argv", [["list"], ["env"]])
+def test_a_closed_pipe_ends_quietly(argv, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 141, err
+    assert err == "", err
+
+
+def test_a_closed_pipe_ends_quietly_end_to_end():
+    """The real thing: the reader closes the pipe after one line; no error, exit 141."""
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks", "list"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == "", err
