@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -168,6 +169,8 @@ def _check_scalar(kind: str, value: Any, f: Field, where: str, source: str) -> A
         if f.nullable:
             return None
         raise bad(f"{describe(kind, f)} (null is not allowed)")
+    if isinstance(value, float) and not math.isfinite(value):  # YAML's .nan/.inf: one rule for every float
+        raise bad(f"a finite value: {describe(kind, f)}")
     if kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad()

@@ -168,12 +168,19 @@ class Cell:
 
 
 def _seeds(value: Any, where: str, source: str) -> list[int]:
-    """``seeds``: a count n in 1..MAX_SEEDS (seeds 0..n-1) or a non-empty list of distinct ints >= 0."""
+    """``seeds``: a count n in 1..MAX_SEEDS (seeds 0..n-1) or a non-empty list of distinct ints in
+    [0, SEED_MAX] (what every RNG accepts)."""
+    from tasks.common.registry import SEED_MAX
+
     expected = f"expected a count in 1..{MAX_SEEDS} or a non-empty list of distinct ints >= 0"
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SEEDS:
         return list(range(value))
     if (isinstance(value, list) and value and all(isinstance(s, int) and not isinstance(s, bool) for s in value)
             and min(value) >= 0):
+        if max(value) > SEED_MAX:
+            raise ConfigError(f"{source}: {where}={value!r} is invalid: seed {max(value)} is beyond {SEED_MAX} "
+                              f"(2**32 - 1, the largest seed the RNGs accept); {expected[len('expected '):]} "
+                              f"and <= {SEED_MAX}")
         if len(set(value)) != len(value):
             raise ConfigError(f"{source}: {where}={value!r} has repeated seeds; {expected}")
         return list(value)

@@ -71,7 +71,11 @@ def _bad_inputs(tmp: Path) -> list[tuple[str, list, str]]:
     (tmp / "empty.yaml").write_text("")
     (tmp / "a_file").write_text("x")
     (tmp / "folder.yaml").mkdir(exist_ok=True)
+    nan_lr = _toy(tmp, params="module_params: {lr: .nan}")
     return [
+        ("YAML .nan learning rate, --dry-run", ["run", nan_lr, "--dry-run"], "module_params.lr=nan is invalid"),
+        ("YAML .inf from --set, --dry-run", ["run", good, "--dry-run", "--set", "trainer.gradient_clip_val=.inf"],
+         "trainer.gradient_clip_val=inf is invalid: expected a finite value"),
         ("missing config", ["run", tmp / "nope.yaml"], "config file not found"),
         ("config is a folder", ["run", tmp / "folder.yaml"], "is a folder"),
         ("non-UTF-8 config", ["run", tmp / "latin1.yaml"], "not UTF-8"),
@@ -98,7 +102,7 @@ def _bad_inputs(tmp: Path) -> list[tuple[str, list, str]]:
     ]
 
 
-@pytest.mark.parametrize("index", range(23))
+@pytest.mark.parametrize("index", range(25))
 def test_bad_input_is_one_line_exit_2(index, tmp_path, capsys):
     case, argv, needle = _bad_inputs(tmp_path)[index]
     code, out, err = _run_cli(argv, capsys)
@@ -111,7 +115,7 @@ def test_bad_input_is_one_line_exit_2(index, tmp_path, capsys):
 
 
 def test_the_case_list_is_complete(tmp_path):
-    assert len(_bad_inputs(tmp_path)) == 23
+    assert len(_bad_inputs(tmp_path)) == 25
 
 
 def test_unknown_subcommand_and_option_are_usage_errors(capsys):

@@ -21,6 +21,9 @@ CONFIGS = ROOT / "benchmarks" / "configs"
 REFERENCE = ROOT / "results" / "reference" / "cpu-2core-amd-epyc"
 
 
+NAN, INF = float("nan"), float("inf")
+
+
 def _suite(**extra):
     cfg = {"suite": "t", "seeds": 2, "trainer": {"max_epochs": 8, "accelerator": "cpu"},
            "cells": [{"task": "toy", "dataset": "points", "models": ["linear"]}]}
@@ -119,6 +122,36 @@ HOSTILE = [
     ("cell-not-mapping", {"cells": [3]}, "cells[0]", "3", "a mapping of keys (task, dataset"),
     ("trainer-not-mapping", {"trainer": 5}, "trainer", "5", "a mapping of keys (max_epochs"),
     ("cell-trainer-not-mapping", {"cells": [_cell(trainer=[1])]}, "cells[0].trainer", "[1]", "a mapping of keys"),
+    # issue 33 item 1: non-finite numbers (YAML's .nan/.inf) wherever a float is read, seeds the RNGs refuse,
+    # counts that make the task meaningless
+    ("lr-nan", {"cells": [_cell(module_params={"lr": NAN})]}, "cells[0].module_params.lr", "nan",
+     "a finite value: a number > 0"),
+    ("lr-inf", {"cells": [_cell(module_params={"lr": INF})]}, "cells[0].module_params.lr", "inf",
+     "a finite value: a number > 0"),
+    ("clip-nan", {"trainer": {"gradient_clip_val": NAN}}, "trainer.gradient_clip_val", "nan",
+     "a finite value: a number >= 0 or null"),
+    ("clip-inf", {"trainer": {"gradient_clip_val": INF}}, "trainer.gradient_clip_val", "inf",
+     "a finite value: a number >= 0 or null"),
+    ("cell-clip-inf", {"cells": [_cell(trainer={"gradient_clip_val": INF})]}, "cells[0].trainer.gradient_clip_val",
+     "inf", "a finite value"),
+    ("max-time-inf", {"trainer": {"max_time_s": INF}}, "trainer.max_time_s", "inf", "a finite value"),
+    ("dropout-nan", {"cells": [_graphs_cell(model_params={"graph_attention": {"dropout": NAN}})]},
+     "cells[0].model_params.graph_attention.dropout", "nan", "a finite value: a number in [0, 1]"),
+    ("weight-decay-inf", {"cells": [_graphs_cell(module_params={"weight_decay": INF})]},
+     "cells[0].module_params.weight_decay", "inf", "a finite value: a number >= 0"),
+    ("dataset-float-minus-inf", {"cells": [{"task": "speech", "dataset": "synthetic", "models": ["lstm"],
+                                            "dataset_params": {"snr_db": -INF}}]},
+     "cells[0].dataset_params.snr_db", "-inf", "a finite value: a number"),
+    ("dataset-p-nan", {"cells": [_graphs_cell(dataset_params={"p_in": NAN})]}, "cells[0].dataset_params.p_in",
+     "nan", "a finite value: a number in [0, 1]"),
+    ("data-seed-beyond-rng", {"cells": [{"task": "speech", "dataset": "synthetic", "models": ["lstm"],
+                                         "dataset_params": {"data_seed": 2**32}}]},
+     "cells[0].dataset_params.data_seed", "4294967296", "an integer in [0, 4294967295]"),
+    ("seeds-item-beyond-rng", {"seeds": [0, 2**32]}, "seeds", "[0, 4294967296]", "<= 4294967295"),
+    ("cell-seeds-beyond-rng", {"cells": [_cell(seeds=[2**40])]}, "cells[0].seeds", "[1099511627776]",
+     "seed 1099511627776 is beyond 4294967295"),
+    ("num-classes-one", {"cells": [_graphs_cell(dataset_params={"num_classes": 1})]},
+     "cells[0].dataset_params.num_classes", "1", "an integer >= 2"),
 ]
 
 
