@@ -137,6 +137,9 @@ SUITE_SCHEMA = {
                               "weights only), for attnbench eval; not part of the cell ids"),
 }
 
+#: what an empty suite config file is told
+EMPTY_CONFIG = "empty config: expected a mapping with at least `suite` and `cells`"
+
 #: the most seeds a count may ask for: more is surely a typo, and would build that many cells
 MAX_SEEDS = 10_000
 
@@ -218,7 +221,7 @@ def cell_id(config: dict[str, Any], renamed: Mapping[str, str] | None = None) ->
 def load_suite(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """Read, override (``--set``) and validate a suite config; returns the validated dict. A
     deprecated parameter name is a ``FutureWarning`` (:func:`load_suite_with_notices`: a notice)."""
-    return validate_suite(apply_suite_overrides(load_yaml(path), overrides)[0], source=str(path))
+    return validate_suite(apply_suite_overrides(load_yaml(path, empty=EMPTY_CONFIG), overrides)[0], source=str(path))
 
 
 def load_suite_with_notices(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
@@ -226,7 +229,7 @@ def load_suite_with_notices(path: str | Path, overrides: list[str] | tuple[str, 
     """:func:`load_suite`, plus notices for the user: which cells' own values a
     command-line ``--set`` replaced (see the override rule in this module's docstring), and
     which deprecated parameter names the config uses (:mod:`benchmarks.config.params`)."""
-    raw, notices = apply_suite_overrides(load_yaml(path), overrides)
+    raw, notices = apply_suite_overrides(load_yaml(path, empty=EMPTY_CONFIG), overrides)
     return validate_suite(raw, source=str(path), notices=notices), notices
 
 

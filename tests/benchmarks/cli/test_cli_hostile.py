@@ -72,6 +72,7 @@ def _bad_inputs(tmp: Path) -> list[tuple[str, list, str]]:
     (tmp / "a_file").write_text("x")
     (tmp / "folder.yaml").mkdir(exist_ok=True)
     nan_lr = _toy(tmp, params="module_params: {lr: .nan}")
+    (tmp / "twice.yaml").write_text(good.read_text() + "seeds: 3\n")
     return [
         ("YAML .nan learning rate, --dry-run", ["run", nan_lr, "--dry-run"], "module_params.lr=nan is invalid"),
         ("YAML .inf from --set, --dry-run", ["run", good, "--dry-run", "--set", "trainer.gradient_clip_val=.inf"],
@@ -81,7 +82,9 @@ def _bad_inputs(tmp: Path) -> list[tuple[str, list, str]]:
         ("non-UTF-8 config", ["run", tmp / "latin1.yaml"], "not UTF-8"),
         ("invalid YAML", ["run", tmp / "broken.yaml"], "not valid YAML"),
         ("YAML list, not a mapping", ["run", tmp / "list.yaml"], "mapping"),
-        ("empty config", ["run", tmp / "empty.yaml"], "suite"),
+        ("empty config", ["run", tmp / "empty.yaml"],
+         "empty config: expected a mapping with at least `suite` and `cells`"),
+        ("a key given twice", ["run", tmp / "twice.yaml", "--dry-run"], "key 'seeds' is given twice"),
         ("--out is a file", ["run", good, "--out", tmp / "a_file"], "--out"),
         ("--out below a file", ["run", good, "--out", tmp / "a_file" / "sub"], "--out"),
         ("--data-dir missing", ["run", good, "--data-dir", tmp / "no_data"], "--data-dir"),
@@ -102,7 +105,7 @@ def _bad_inputs(tmp: Path) -> list[tuple[str, list, str]]:
     ]
 
 
-@pytest.mark.parametrize("index", range(25))
+@pytest.mark.parametrize("index", range(26))
 def test_bad_input_is_one_line_exit_2(index, tmp_path, capsys):
     case, argv, needle = _bad_inputs(tmp_path)[index]
     code, out, err = _run_cli(argv, capsys)
@@ -115,7 +118,7 @@ def test_bad_input_is_one_line_exit_2(index, tmp_path, capsys):
 
 
 def test_the_case_list_is_complete(tmp_path):
-    assert len(_bad_inputs(tmp_path)) == 25
+    assert len(_bad_inputs(tmp_path)) == 26
 
 
 def test_unknown_subcommand_and_option_are_usage_errors(capsys):

@@ -320,3 +320,43 @@ def test_shipped_cell_ids_match_the_committed_reference_records(suite):
     committed = {json.loads(p.read_text())["cell_id"] for p in records}
     expanded = {c.cell_id for c in expand(load_suite(CONFIGS / f"{suite}.yaml"))}
     assert expanded == committed
+
+
+# --------------------------------------------------------------------------- YAML that is not what it looks like
+_LAUGHS = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("suite: t\nseeds: 2\ncells: []\nseeds: 3\n",
+     "key 'seeds' is given twice in one mapping (lines 2 and 4); YAML would silently keep the last one"),
+    ("suite: t\ntrainer:\n  max_epochs: 2\n  accelerator: cpu\n  max_epochs: 3\ncells: []\n",
+     "key 'max_epochs' is given twice in one mapping (lines 3 and 5)"),
+    ("suite: t\ncells:\n  - {task: toy, dataset: points, task: toy}\n", "key 'task' is given twice"),
+    ("", "empty config: expected a mapping with at least `suite` and `cells`"),
+    ("# only a comment\n", "empty config: expected a mapping with at least `suite` and `cells`"),
+    (_LAUGHS, "line 6: aliases expand to more than 200000 values"),
+    ("suite: " + "[" * 100_000 + "]" * 100_000 + "\n", "line 1: nested deeper than 64 levels"),
+    ("".join("  " * i + f"k{i}:\n" for i in range(300)), "line 64: nested deeper than 64 levels"),
+], ids=["duplicate-top", "duplicate-nested", "duplicate-flow", "empty", "comment-only", "billion-laughs",
+        "deep-flow", "deep-block"])
+def test_yaml_that_is_not_what_it_looks_like_is_refused(text, needle, tmp_path):
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_suite(path)
+    assert str(info.value) == f"{path}: {needle}" or str(info.value).startswith(f"{path}: {needle}"), str(info.value)
+
+
+def test_yaml_merge_keys_and_anchors_still_load(tmp_path):
+    """An override of a '<<' merge is what merges are for, not a duplicate; a few aliases are fine."""
+    path = tmp_path / "x.yaml"
+    path.write_text("suite: t\nseeds: 1\ntrainer: &t {max_epochs: 2, accelerator: cpu}\ncells:\n"
+                    "  - {task: toy, dataset: points, models: [linear], trainer: {<<: *t, max_epochs: 3}}\n")
+    cfg = load_suite(path)
+    assert cfg["cells"][0]["trainer"]["max_epochs"] == 3
+
+
+def test_a_duplicate_key_in_a_set_value_is_refused():
+    with pytest.raises(ConfigError, match=r"key 'a' is given twice in one mapping \(lines 1 and 1\)"):
+        apply_overrides({}, ["trainer.x={a: 1, a: 2}"])
