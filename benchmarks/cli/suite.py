@@ -162,7 +162,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     bench_failed = run_micro_benchmarks(cfg, opts)
     elsewhere = f", {summary.elsewhere} left to another run" if summary.elsewhere else ""
-    print(f"ran {summary.ran} cells ({len(summary.failed)} failed), skipped {summary.skipped} finished ones{elsewhere}")
+    standing = f" ({summary.standing_failed} of them failed)" if summary.standing_failed else ""
+    print(f"ran {summary.ran} cells ({len(summary.failed)} failed), skipped {summary.skipped} finished ones"
+          f"{standing}{elsewhere}")
     for label in summary.failed:
         print(f"  failed: {label}")
     for name in bench_failed:
@@ -172,11 +174,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         written = write_report(out)
         print(f"report: {written['REPORT.md']}  and  {written['report.html']}")
-    if (summary.failed or bench_failed) and not args.allow_failures:
+    if args.allow_failures:
+        return 0
+    if summary.failed or bench_failed:
         print(f"attnbench: {len(summary.failed) + len(bench_failed)} failed in this run (exit code 1; "
               "--allow-failures makes it 0)", file=sys.stderr)
-        return 1
-    return 0
+    if summary.standing_failed:  # a rerun that skipped failed records has not succeeded either
+        print(f"attnbench: {summary.standing_failed} failed records from earlier runs stand (exit code 1; "
+              "--retry-failed reruns them, --allow-failures makes it 0)", file=sys.stderr)
+    return 1 if summary.failed or bench_failed or summary.standing_failed else 0
 
 
 def _only_tasks(cfg: dict, tasks: str) -> tuple[str, ...]:

@@ -57,6 +57,8 @@ class RunSummary:
     failed: list[str] = field(default_factory=list)
     records: list[Path] = field(default_factory=list)
     elsewhere: int = 0  # cells another live run was training: left to it
+    #: finished cells whose record is ``failed`` and that this run did not rerun (no --retry-failed)
+    standing_failed: int = 0
 
 
 # ----------------------------------------------------------------------------- one cell
@@ -376,8 +378,8 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
             ],
         },
     )
-    summary = RunSummary(skipped=len(selected) - len(todo))
     n_failed_prev = sum(1 for c in selected if c not in todo and done[c.cell_id].get("status") != "ok")
+    summary = RunSummary(skipped=len(selected) - len(todo), standing_failed=n_failed_prev)
     log = opts.log
     launcher = launcher or InlineLauncher(opts)
     sliced = f", {len(selected)} of tasks {','.join(opts.only_tasks)}" if opts.only_tasks is not None else ""

@@ -171,9 +171,15 @@ def test_a_failed_cell_makes_the_exit_code_1_unless_allowed(kind, reason, tmp_pa
     # the same failure, explicitly allowed (exploratory use): exit 0
     code, _, _ = _run_cli(["run", cfg, "--out", out, "--no-report", "--retry-failed", "--allow-failures"], capsys)
     assert code == 0
-    # nothing ran this time: a finished failed cell is not a new failure
-    code, stdout, _ = _run_cli(["run", cfg, "--out", out, "--no-report"], capsys)
-    assert code == 0 and "ran 0 cells" in stdout
+    # nothing ran this time, but the failed record stands: not a success (issue 34 item 4)
+    code, stdout, err = _run_cli(["run", cfg, "--out", out, "--no-report"], capsys)
+    assert code == 1, (stdout, err)
+    assert "ran 0 cells (0 failed), skipped 1 finished ones (1 of them failed)" in stdout
+    assert ("attnbench: 1 failed records from earlier runs stand (exit code 1; --retry-failed reruns them, "
+            "--allow-failures makes it 0)") in err
+    assert "failed in this run" not in err
+    code, _, _ = _run_cli(["run", cfg, "--out", out, "--no-report", "--allow-failures"], capsys)
+    assert code == 0
 
 
 def test_checkpoints_are_per_process_and_cleaned_up(tmp_path, capsys):
