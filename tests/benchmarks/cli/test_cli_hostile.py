@@ -347,8 +347,28 @@ def test_the_device_and_tf32_are_part_of_a_gpu_cell_id_but_cpu_ids_stay(tmp_path
     tf32 = expand(load_suite(cfg_path, ["trainer.tf32=true"]))[0]
     assert tf32.config["trainer"]["tf32"] is True and tf32.cell_id != cpu.cell_id
     # --accelerator on the command line is an override like --set: the dry run lists the GPU ids
-    code, out, _ = _run_cli(["run", cfg_path, "--dry-run", "--accelerator", "gpu"], capsys)
+    import torch
+
+    with pytest.MonkeyPatch.context() as mp:  # as on a machine with CUDA
+        mp.setattr(torch.cuda, "is_available", lambda: True)
+        code, out, _ = _run_cli(["run", cfg_path, "--dry-run", "--accelerator", "gpu"], capsys)
     assert code == 0 and gpu.cell_id in out and cpu.cell_id not in out
+
+
+@pytest.mark.parametrize("extra", [["--dry-run"], []], ids=["dry-run", "run"])
+def test_gpu_cells_without_cuda_are_refused_before_any_cell(extra, tmp_path, monkeypatch, capsys):
+    """Issue 33 item 6: not 'valid; N cells' and then exit 1 with no message."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "out"
+    code, stdout, err = _run_cli(["run", _toy(tmp_path), "--accelerator", "gpu", "--out", out, *extra], capsys)
+    assert code == 2, (stdout, err)
+    _no_traceback(stdout, err)
+    assert err.count("attnbench: error:") == 1
+    assert "trainer.accelerator='gpu': CUDA is not available on this machine" in err
+    assert "1 cells (e.g. toy/points/linear seed=0)" in err and "--accelerator cpu or auto" in err
+    assert "valid;" not in stdout and not (out / "runs").exists()
 
 
 # --------------------------------------------------------------------------- attnbench data
