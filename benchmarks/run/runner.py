@@ -358,6 +358,10 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
     done = _existing(opts.out)
     todo = [c for c in selected if opts.force or c.cell_id not in done
             or (done[c.cell_id].get("status") != "ok" and opts.retry_failed)]
+    if todo:  # every real dataset the run needs, once, before any cell (one line, no records)
+        from benchmarks.run.data_check import check_run_data
+
+        check_run_data(todo, opts.data_dir, opts.cache_dir)
     # measured once per run, with the threads a cell will have; kept from the last run when none is left
     fingerprint = F.measure_for_run(resolve_device(opts.accelerator or cfg["trainer"]["accelerator"]),
                                     cfg["trainer"]["precision"], getattr(launcher, "threads", None)) \
