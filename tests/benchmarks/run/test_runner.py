@@ -354,16 +354,14 @@ def _absent_build(data_dir, cache_dir, seed, **params):
     raise DataMissing(f"absent: missing {where}; no download source is known (pass --data-dir with the files)")
 
 
-if "absent" not in toy_task.TASKS.get("toy").datasets:
-    toy_task.TASKS.get("toy").datasets.register("absent", toy_task.DatasetSpec("absent", _absent_build, {}))
-
-
-def test_a_missing_dataset_fails_fast_once_without_records(tmp_path):
+def test_a_missing_dataset_fails_fast_once_without_records(tmp_path, monkeypatch):
     """Issue 33 item 6: one check per dataset in the driver, before any cell; no failed records
     (so a rerun with --data-dir runs every cell)."""
     from benchmarks.config.schema import CliError
 
     _ABSENT_BUILDS.clear()
+    datasets = toy_task.TASKS.get("toy").datasets  # a real dataset whose files are absent, for this test only
+    monkeypatch.setitem(datasets._items, "absent", toy_task.DatasetSpec("absent", _absent_build, {}))
     cfg = validate_suite(_suite(["linear"], seeds=3, cells=[
         {"task": "toy", "dataset": "absent", "models": ["linear", "flipping"]},
         {"task": "toy", "dataset": "points", "models": ["linear"]}]))
