@@ -71,7 +71,8 @@ def _bad_inputs(tmp: Path) -> list[tuple[str, list, str]]:
     (tmp / "empty.yaml").write_text("")
     (tmp / "a_file").write_text("x")
     (tmp / "folder.yaml").mkdir(exist_ok=True)
-    nan_lr = _toy(tmp, params="module_params: {lr: .nan}")
+    nan_lr = tmp / "nan_lr.yaml"
+    nan_lr.write_text(TOY.format(seeds=1, epochs=2, model="linear", params="module_params: {lr: .nan}"))
     (tmp / "twice.yaml").write_text(good.read_text() + "seeds: 3\n")
     return [
         ("YAML .nan learning rate, --dry-run", ["run", nan_lr, "--dry-run"], "module_params.lr=nan is invalid"),
