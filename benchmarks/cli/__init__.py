@@ -126,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
             load_plugins(getattr(args, "plugin", None) or [])
         except RuntimeError as err:
             raise CliError(str(err)) from None
-        return int(args.handler(args) or 0)
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe surfaces here, not in the interpreter's last flush
+        return code
     except BrokenPipeError:
         return _pipe_closed()
     except (CliError, ConfigError) as exc:
