@@ -11,7 +11,8 @@ that returns an exit code, one module per concern:
   and the launcher options of ``run``; :mod:`benchmarks.cli.env`: ``env``.
 
 Exit codes: 0 success, 1 failed cells in a run or an unexpected error, 2 usage, config or
-input error (a one-line message, never a traceback), 130 interrupted (Ctrl-C), 143 SIGTERM.
+input error (a one-line message, never a traceback), 130 interrupted (Ctrl-C), 143 SIGTERM,
+141 the reader of a pipe stopped reading (``attnbench list | head``: quiet, as Unix tools end).
 """
 
 from __future__ import annotations
@@ -86,10 +87,28 @@ def _install_signal_handlers() -> list[tuple[int, Any]]:
     return old
 
 
+#: exit code when the reader of stdout went away (128 + SIGPIPE, what a shell reports for ``yes | head``)
+EXIT_PIPE = 141
+
+
+def _pipe_closed() -> int:
+    """stdout's reader stopped reading: end quietly. stdout is pointed at devnull so that the
+    interpreter's final flush does not raise again (the Python docs' recipe, ``signal`` module)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout replaced (e.g. captured in a test)
+        pass
+    return EXIT_PIPE
+
+
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 success, 1 a run with failed cells or an unexpected error (one line; set
     ``ATTNBENCH_DEBUG=1`` for the traceback), 2 a usage, config or input error, 130 interrupted
-    (Ctrl-C), 143 terminated (SIGTERM)."""
+    (Ctrl-C), 143 terminated (SIGTERM), 141 stdout's reader went away (quietly)."""
     import os
     import signal
 
@@ -109,7 +128,11 @@ def main(argv: list[str] | None = None) -> int:
             load_plugins(getattr(args, "plugin", None) or [])
         except RuntimeError as err:
             raise CliError(str(err)) from None
-        return int(args.handler(args) or 0)
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe surfaces here, not in the interpreter's last flush
+        return code
+    except BrokenPipeError:
+        return _pipe_closed()
     except (CliError, ConfigError) as exc:
         print(f"attnbench: error: {exc}", file=sys.stderr)
         return 2

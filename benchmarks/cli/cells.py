@@ -91,6 +91,7 @@ def check_launcher_args(args: argparse.Namespace, cells: list) -> None:
                              f"with --launcher {args.launcher} it would be ignored")
     if args.cell_timeout is not None and args.cell_timeout <= 0:
         raise CliError(f"--cell-timeout {args.cell_timeout}: expected seconds > 0")
+    _check_cuda_here(args.launcher, cells)
     if (args.cells_per_gpu or 1) > 1:
         budgeted = [c.label for c in cells if (c.config.get("trainer") or {}).get("max_time_s")]
         if budgeted:
@@ -100,6 +101,25 @@ def check_launcher_args(args: argparse.Namespace, cells: list) -> None:
             if args.strict_sharing:
                 raise CliError(msg + "; drop --strict-sharing or --cells-per-gpu")
             print(f"warning: {msg}", file=sys.stderr)
+
+
+def _check_cuda_here(launcher: str, cells: list) -> None:
+    """CUDA cells run by a launcher on this machine (local, inline) need CUDA here: refused before
+    any cell (``--dry-run`` too) rather than failing in every cell. Slurm and Ray run them elsewhere."""
+    if launcher not in ("local", "inline"):
+        return
+    gpu = [c for c in cells if c.config.get("device") == "cuda"]
+    if not gpu:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    accel = (gpu[0].config.get("trainer") or {}).get("accelerator")
+    raise CliError(f"trainer.accelerator={accel!r}: CUDA is not available on this machine (torch "
+                   f"{torch.__version__}, CUDA build {torch.version.cuda or 'none'}), so {len(gpu)} cells "
+                   f"(e.g. {gpu[0].label}) cannot run here; valid here: --accelerator cpu or auto "
+                   f"(or --launcher slurm/ray to run them on GPU nodes)")
 
 
 #: the package each tracker needs, and the pip name to install

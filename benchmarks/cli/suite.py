@@ -162,7 +162,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     bench_failed = run_micro_benchmarks(cfg, opts)
     elsewhere = f", {summary.elsewhere} left to another run" if summary.elsewhere else ""
-    print(f"ran {summary.ran} cells ({len(summary.failed)} failed), skipped {summary.skipped} finished ones{elsewhere}")
+    standing = f" ({summary.standing_failed} of them failed)" if summary.standing_failed else ""
+    print(f"ran {summary.ran} cells ({len(summary.failed)} failed), skipped {summary.skipped} finished ones"
+          f"{standing}{elsewhere}")
     for label in summary.failed:
         print(f"  failed: {label}")
     for name in bench_failed:
@@ -172,11 +174,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         written = write_report(out)
         print(f"report: {written['REPORT.md']}  and  {written['report.html']}")
-    if (summary.failed or bench_failed) and not args.allow_failures:
+    if args.allow_failures:
+        return 0
+    if summary.failed or bench_failed:
         print(f"attnbench: {len(summary.failed) + len(bench_failed)} failed in this run (exit code 1; "
               "--allow-failures makes it 0)", file=sys.stderr)
-        return 1
-    return 0
+    if summary.standing_failed:  # a rerun that skipped failed records has not succeeded either
+        print(f"attnbench: {summary.standing_failed} failed records from earlier runs stand (exit code 1; "
+              "--retry-failed reruns them, --allow-failures makes it 0)", file=sys.stderr)
+    return 1 if summary.failed or bench_failed or summary.standing_failed else 0
 
 
 def _only_tasks(cfg: dict, tasks: str) -> tuple[str, ...]:
@@ -210,11 +216,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- data
-def _one_line(err: BaseException) -> str:
-    """A message on one line (third-party errors embed newlines, e.g. every URL tried)."""
-    return " ".join(str(err).split())
-
-
 def add_data(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="check (and fetch, with a network) the datasets a config needs",
                        description="Load each real dataset of a config (default: every registered real "
@@ -227,7 +228,7 @@ def add_data(sub: argparse._SubParsersAction) -> None:
 def cmd_data(args: argparse.Namespace) -> int:
     from benchmarks.run.runner import DEFAULT_CACHE
     from benchmarks.config.suite import load_suite
-    from tasks.common.data import DataCorrupt
+    from benchmarks.run.data_check import check_dataset
     from tasks.common.registry import available_tasks, get_task
 
     data_dir = _data_dir(args.data_dir)
@@ -250,28 +251,10 @@ def cmd_data(args: argparse.Namespace) -> int:
                 wanted.append((tname, dname, dict(ds.params)))
     bad = 0
     for tname, dname, params in wanted:
-        ds = get_task(tname).datasets.get(dname)
         label = f"{tname}/{dname} {params}" if params else f"{tname}/{dname}"
-        try:
-            dm = ds.build(data_dir, cache, 0, **params)
-            dm.prepare_data()
-            dm.setup("fit")
-            info = {k: v for k, v in dm.info.items() if isinstance(v, (int, float, str))}
-            kind = "synthetic" if ds.synthetic else "real"
-            print(f"ok       {label} ({kind}): {info}  {dm.checksum()}")
-        except FileNotFoundError as err:  # DataMissing is one: an expected file is absent
-            bad += 1
-            print(f"MISSING  {label}: {_one_line(err)}")
-        except ValueError as err:  # a refused parameter (a path escaping the cache, ...), not bad data
-            if isinstance(err, DataCorrupt):
-                bad += 1
-                print(f"CORRUPT  {label}: {_one_line(err)}")
-                continue
-            bad += 1
-            print(f"INVALID  {label}: {_one_line(err)}")
-        except Exception as err:  # noqa: BLE001 - present but unreadable (DataCorrupt, ...): report each, then fail
-            bad += 1
-            print(f"CORRUPT  {label}: {_one_line(err) or type(err).__name__}")
+        status, text = check_dataset(tname, dname, params, data_dir, cache)
+        bad += status != "ok"
+        print(f"{status:<8} {label}{' ' if status == 'ok' else ': '}{text}")
     return 1 if bad else 0
 
 

@@ -139,6 +139,9 @@ SUITE_SCHEMA = {
                               "weights only), for attnbench eval; not part of the cell ids"),
 }
 
+#: what an empty suite config file is told
+EMPTY_CONFIG = "empty config: expected a mapping with at least `suite` and `cells`"
+
 #: the most seeds a count may ask for: more is surely a typo, and would build that many cells
 MAX_SEEDS = 10_000
 
@@ -170,12 +173,19 @@ class Cell:
 
 
 def _seeds(value: Any, where: str, source: str) -> list[int]:
-    """``seeds``: a count n in 1..MAX_SEEDS (seeds 0..n-1) or a non-empty list of distinct ints >= 0."""
+    """``seeds``: a count n in 1..MAX_SEEDS (seeds 0..n-1) or a non-empty list of distinct ints in
+    [0, SEED_MAX] (what every RNG accepts)."""
+    from tasks.common.registry import SEED_MAX
+
     expected = f"expected a count in 1..{MAX_SEEDS} or a non-empty list of distinct ints >= 0"
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SEEDS:
         return list(range(value))
     if (isinstance(value, list) and value and all(isinstance(s, int) and not isinstance(s, bool) for s in value)
             and min(value) >= 0):
+        if max(value) > SEED_MAX:
+            raise ConfigError(f"{source}: {where}={value!r} is invalid: seed {max(value)} is beyond {SEED_MAX} "
+                              f"(2**32 - 1, the largest seed the RNGs accept); {expected[len('expected '):]} "
+                              f"and <= {SEED_MAX}")
         if len(set(value)) != len(value):
             raise ConfigError(f"{source}: {where}={value!r} has repeated seeds; {expected}")
         return list(value)
@@ -213,7 +223,7 @@ def cell_id(config: dict[str, Any], renamed: Mapping[str, str] | None = None) ->
 def load_suite(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """Read, override (``--set``) and validate a suite config; returns the validated dict. A
     deprecated parameter name is a ``FutureWarning`` (:func:`load_suite_with_notices`: a notice)."""
-    return validate_suite(apply_suite_overrides(load_yaml(path), overrides)[0], source=str(path))
+    return validate_suite(apply_suite_overrides(load_yaml(path, empty=EMPTY_CONFIG), overrides)[0], source=str(path))
 
 
 def load_suite_with_notices(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
@@ -221,7 +231,7 @@ def load_suite_with_notices(path: str | Path, overrides: list[str] | tuple[str, 
     """:func:`load_suite`, plus notices for the user: which cells' own values a
     command-line ``--set`` replaced (see the override rule in this module's docstring), and
     which deprecated parameter names the config uses (:mod:`benchmarks.config.params`)."""
-    raw, notices = apply_suite_overrides(load_yaml(path), overrides)
+    raw, notices = apply_suite_overrides(load_yaml(path, empty=EMPTY_CONFIG), overrides)
     return validate_suite(raw, source=str(path), notices=notices), notices
 
 

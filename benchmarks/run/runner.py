@@ -58,6 +58,8 @@ class RunSummary:
     failed: list[str] = field(default_factory=list)
     records: list[Path] = field(default_factory=list)
     elsewhere: int = 0  # cells another live run was training: left to it
+    #: finished cells whose record is ``failed`` and that this run did not rerun (no --retry-failed)
+    standing_failed: int = 0
 
 
 # ----------------------------------------------------------------------------- one cell
@@ -339,6 +341,10 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
     done = _existing(opts.out)
     todo = [c for c in selected if opts.force or c.cell_id not in done
             or (done[c.cell_id].get("status") != "ok" and opts.retry_failed)]
+    if todo:  # every real dataset the run needs, once, before any cell (one line, no records)
+        from benchmarks.run.data_check import check_run_data
+
+        check_run_data(todo, opts.data_dir, opts.cache_dir)
     # measured once per run, with the threads a cell will have; kept from the last run when none is left
     fingerprint = F.measure_for_run(resolve_device(opts.accelerator or cfg["trainer"]["accelerator"]),
                                     cfg["trainer"]["precision"], getattr(launcher, "threads", None)) \
@@ -359,8 +365,8 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
             ],
         },
     )
-    summary = RunSummary(skipped=len(selected) - len(todo))
     n_failed_prev = sum(1 for c in selected if c not in todo and done[c.cell_id].get("status") != "ok")
+    summary = RunSummary(skipped=len(selected) - len(todo), standing_failed=n_failed_prev)
     log = opts.log
     launcher = launcher or InlineLauncher(opts)
     sliced = f", {len(selected)} of tasks {','.join(opts.only_tasks)}" if opts.only_tasks is not None else ""

@@ -74,6 +74,9 @@ class Bounds:
 
 _UNIT = Bounds(minimum=0, maximum=1)
 
+#: the largest seed every RNG accepts (numpy's legacy seeding, Lightning's ``seed_everything``)
+SEED_MAX = 2**32 - 1
+
 
 def _named_bounds() -> dict[str, Bounds]:
     """Parameters whose name means the same thing in every domain. Imported lazily: the
@@ -106,6 +109,7 @@ def _static_named_bounds() -> dict[str, Bounds]:
         # vision: exactly one of patch_size (pixels) and patch_grid (patches per side), the other null
         "patch_size": Bounds(kind="int", minimum=1, nullable=True),
         "patch_grid": Bounds(kind="int", minimum=1, nullable=True),
+        "num_classes": Bounds(kind="int", minimum=2),  # one class: nothing to classify
     }
 
 
@@ -121,7 +125,8 @@ def param_bounds(name: str, default: Any, declared: Mapping[str, Bounds] | None 
 
     1. a :class:`Bounds` the registration declares for ``name``;
     2. a parameter whose name means the same in every domain (``optimizer``, ``scheduler``,
-       ``pattern``, ``score``, ``lr`` > 0, ``weight_decay`` >= 0, ``window`` >= 0 or null ...);
+       ``pattern``, ``score``, ``lr`` > 0, ``weight_decay`` >= 0, ``window`` >= 0 or null,
+       ``num_classes`` >= 2 ...); an int ``seed`` or ``*_seed`` lies in [0, :data:`SEED_MAX`];
     3. probability-like floats (``dropout``, ``*_dropout``, ``p_*``, ``*_p``, ``*fraction*``)
        lie in [0, 1]; names ending in ``noise`` are >= 0;
     4. an int default >= 1 is a size or count: >= 1; an int default of 0 (a seed, an offset, a
@@ -133,6 +138,8 @@ def param_bounds(name: str, default: Any, declared: Mapping[str, Bounds] | None 
     named = _named_bounds()
     if name in named:
         return named[name]
+    if isinstance(default, int) and not isinstance(default, bool) and (name == "seed" or name.endswith("_seed")):
+        return Bounds(minimum=0, maximum=SEED_MAX)
     if isinstance(default, float) and _is_probability(name):
         return _UNIT
     if isinstance(default, (int, float)) and not isinstance(default, bool) and name.endswith("noise"):

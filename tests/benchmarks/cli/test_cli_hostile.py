@@ -71,13 +71,21 @@ def _bad_inputs(tmp: Path) -> list[tuple[str, list, str]]:
     (tmp / "empty.yaml").write_text("")
     (tmp / "a_file").write_text("x")
     (tmp / "folder.yaml").mkdir(exist_ok=True)
+    nan_lr = tmp / "nan_lr.yaml"
+    nan_lr.write_text(TOY.format(seeds=1, epochs=2, model="linear", params="module_params: {lr: .nan}"))
+    (tmp / "twice.yaml").write_text(good.read_text() + "seeds: 3\n")
     return [
+        ("YAML .nan learning rate, --dry-run", ["run", nan_lr, "--dry-run"], "module_params.lr=nan is invalid"),
+        ("YAML .inf from --set, --dry-run", ["run", good, "--dry-run", "--set", "trainer.gradient_clip_val=.inf"],
+         "trainer.gradient_clip_val=inf is invalid: expected a finite value"),
         ("missing config", ["run", tmp / "nope.yaml"], "config file not found"),
         ("config is a folder", ["run", tmp / "folder.yaml"], "is a folder"),
         ("non-UTF-8 config", ["run", tmp / "latin1.yaml"], "not UTF-8"),
         ("invalid YAML", ["run", tmp / "broken.yaml"], "not valid YAML"),
         ("YAML list, not a mapping", ["run", tmp / "list.yaml"], "mapping"),
-        ("empty config", ["run", tmp / "empty.yaml"], "suite"),
+        ("empty config", ["run", tmp / "empty.yaml"],
+         "empty config: expected a mapping with at least `suite` and `cells`"),
+        ("a key given twice", ["run", tmp / "twice.yaml", "--dry-run"], "key 'seeds' is given twice"),
         ("--out is a file", ["run", good, "--out", tmp / "a_file"], "--out"),
         ("--out below a file", ["run", good, "--out", tmp / "a_file" / "sub"], "--out"),
         ("--data-dir missing", ["run", good, "--data-dir", tmp / "no_data"], "--data-dir"),
@@ -98,7 +106,7 @@ def _bad_inputs(tmp: Path) -> list[tuple[str, list, str]]:
     ]
 
 
-@pytest.mark.parametrize("index", range(23))
+@pytest.mark.parametrize("index", range(26))
 def test_bad_input_is_one_line_exit_2(index, tmp_path, capsys):
     case, argv, needle = _bad_inputs(tmp_path)[index]
     code, out, err = _run_cli(argv, capsys)
@@ -111,7 +119,7 @@ def test_bad_input_is_one_line_exit_2(index, tmp_path, capsys):
 
 
 def test_the_case_list_is_complete(tmp_path):
-    assert len(_bad_inputs(tmp_path)) == 23
+    assert len(_bad_inputs(tmp_path)) == 26
 
 
 def test_unknown_subcommand_and_option_are_usage_errors(capsys):
@@ -164,9 +172,15 @@ def test_a_failed_cell_makes_the_exit_code_1_unless_allowed(kind, reason, tmp_pa
     # the same failure, explicitly allowed (exploratory use): exit 0
     code, _, _ = _run_cli(["run", cfg, "--out", out, "--no-report", "--retry-failed", "--allow-failures"], capsys)
     assert code == 0
-    # nothing ran this time: a finished failed cell is not a new failure
-    code, stdout, _ = _run_cli(["run", cfg, "--out", out, "--no-report"], capsys)
-    assert code == 0 and "ran 0 cells" in stdout
+    # nothing ran this time, but the failed record stands: not a success (issue 34 item 4)
+    code, stdout, err = _run_cli(["run", cfg, "--out", out, "--no-report"], capsys)
+    assert code == 1, (stdout, err)
+    assert "ran 0 cells (0 failed), skipped 1 finished ones (1 of them failed)" in stdout
+    assert ("attnbench: 1 failed records from earlier runs stand (exit code 1; --retry-failed reruns them, "
+            "--allow-failures makes it 0)") in err
+    assert "failed in this run" not in err
+    code, _, _ = _run_cli(["run", cfg, "--out", out, "--no-report", "--allow-failures"], capsys)
+    assert code == 0
 
 
 def test_checkpoints_are_per_process_and_cleaned_up(tmp_path, capsys):
@@ -334,8 +348,28 @@ def test_the_device_and_tf32_are_part_of_a_gpu_cell_id_but_cpu_ids_stay(tmp_path
     tf32 = expand(load_suite(cfg_path, ["trainer.tf32=true"]))[0]
     assert tf32.config["trainer"]["tf32"] is True and tf32.cell_id != cpu.cell_id
     # --accelerator on the command line is an override like --set: the dry run lists the GPU ids
-    code, out, _ = _run_cli(["run", cfg_path, "--dry-run", "--accelerator", "gpu"], capsys)
+    import torch
+
+    with pytest.MonkeyPatch.context() as mp:  # as on a machine with CUDA
+        mp.setattr(torch.cuda, "is_available", lambda: True)
+        code, out, _ = _run_cli(["run", cfg_path, "--dry-run", "--accelerator", "gpu"], capsys)
     assert code == 0 and gpu.cell_id in out and cpu.cell_id not in out
+
+
+@pytest.mark.parametrize("extra", [["--dry-run"], []], ids=["dry-run", "run"])
+def test_gpu_cells_without_cuda_are_refused_before_any_cell(extra, tmp_path, monkeypatch, capsys):
+    """Issue 33 item 6: not 'valid; N cells' and then exit 1 with no message."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "out"
+    code, stdout, err = _run_cli(["run", _toy(tmp_path), "--accelerator", "gpu", "--out", out, *extra], capsys)
+    assert code == 2, (stdout, err)
+    _no_traceback(stdout, err)
+    assert err.count("attnbench: error:") == 1
+    assert "trainer.accelerator='gpu': CUDA is not available on this machine" in err
+    assert "1 cells (e.g. toy/points/linear seed=0)" in err and "--accelerator cpu or auto" in err
+    assert "valid;" not in stdout and not (out / "runs").exists()
 
 
 # --------------------------------------------------------------------------- attnbench data
@@ -391,3 +425,33 @@ def test_another_launchers_options_are_refused_not_ignored(capsys, argv, message
     assert main(["run", "quick", "--dry-run", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- a reader that stops reading
+class _ClosedPipe:
+    """stdout whose reader went away (``attnbench list | head``): every write raises."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("argv", [["list"], ["env"]])
+def test_a_closed_pipe_ends_quietly(argv, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 141, err
+    assert err == "", err
+
+
+def test_a_closed_pipe_ends_quietly_end_to_end():
+    """The real thing: the reader has closed the pipe before the first line; no error, exit 141."""
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks", "list"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == "", err

@@ -21,6 +21,9 @@ CONFIGS = ROOT / "benchmarks" / "configs"
 REFERENCE = ROOT / "results" / "reference" / "cpu-2core-amd-epyc"
 
 
+NAN, INF = float("nan"), float("inf")
+
+
 def _suite(**extra):
     cfg = {"suite": "t", "seeds": 2, "trainer": {"max_epochs": 8, "accelerator": "cpu"},
            "cells": [{"task": "toy", "dataset": "points", "models": ["linear"]}]}
@@ -119,6 +122,36 @@ HOSTILE = [
     ("cell-not-mapping", {"cells": [3]}, "cells[0]", "3", "a mapping of keys (task, dataset"),
     ("trainer-not-mapping", {"trainer": 5}, "trainer", "5", "a mapping of keys (max_epochs"),
     ("cell-trainer-not-mapping", {"cells": [_cell(trainer=[1])]}, "cells[0].trainer", "[1]", "a mapping of keys"),
+    # issue 33 item 1: non-finite numbers (YAML's .nan/.inf) wherever a float is read, seeds the RNGs refuse,
+    # counts that make the task meaningless
+    ("lr-nan", {"cells": [_cell(module_params={"lr": NAN})]}, "cells[0].module_params.lr", "nan",
+     "a finite value: a number > 0"),
+    ("lr-inf", {"cells": [_cell(module_params={"lr": INF})]}, "cells[0].module_params.lr", "inf",
+     "a finite value: a number > 0"),
+    ("clip-nan", {"trainer": {"gradient_clip_val": NAN}}, "trainer.gradient_clip_val", "nan",
+     "a finite value: a number >= 0 or null"),
+    ("clip-inf", {"trainer": {"gradient_clip_val": INF}}, "trainer.gradient_clip_val", "inf",
+     "a finite value: a number >= 0 or null"),
+    ("cell-clip-inf", {"cells": [_cell(trainer={"gradient_clip_val": INF})]}, "cells[0].trainer.gradient_clip_val",
+     "inf", "a finite value"),
+    ("max-time-inf", {"trainer": {"max_time_s": INF}}, "trainer.max_time_s", "inf", "a finite value"),
+    ("dropout-nan", {"cells": [_graphs_cell(model_params={"graph_attention": {"dropout": NAN}})]},
+     "cells[0].model_params.graph_attention.dropout", "nan", "a finite value: a number in [0, 1]"),
+    ("weight-decay-inf", {"cells": [_graphs_cell(module_params={"weight_decay": INF})]},
+     "cells[0].module_params.weight_decay", "inf", "a finite value: a number >= 0"),
+    ("dataset-float-minus-inf", {"cells": [{"task": "speech", "dataset": "synthetic", "models": ["lstm"],
+                                            "dataset_params": {"snr_db": -INF}}]},
+     "cells[0].dataset_params.snr_db", "-inf", "a finite value: a number"),
+    ("dataset-p-nan", {"cells": [_graphs_cell(dataset_params={"p_in": NAN})]}, "cells[0].dataset_params.p_in",
+     "nan", "a finite value: a number in [0, 1]"),
+    ("data-seed-beyond-rng", {"cells": [{"task": "speech", "dataset": "synthetic", "models": ["lstm"],
+                                         "dataset_params": {"data_seed": 2**32}}]},
+     "cells[0].dataset_params.data_seed", "4294967296", "an integer in [0, 4294967295]"),
+    ("seeds-item-beyond-rng", {"seeds": [0, 2**32]}, "seeds", "[0, 4294967296]", "<= 4294967295"),
+    ("cell-seeds-beyond-rng", {"cells": [_cell(seeds=[2**40])]}, "cells[0].seeds", "[1099511627776]",
+     "seed 1099511627776 is beyond 4294967295"),
+    ("num-classes-one", {"cells": [_graphs_cell(dataset_params={"num_classes": 1})]},
+     "cells[0].dataset_params.num_classes", "1", "an integer >= 2"),
 ]
 
 
@@ -287,3 +320,43 @@ def test_shipped_cell_ids_match_the_committed_reference_records(suite):
     committed = {json.loads(p.read_text())["cell_id"] for p in records}
     expanded = {c.cell_id for c in expand(load_suite(CONFIGS / f"{suite}.yaml"))}
     assert expanded == committed
+
+
+# --------------------------------------------------------------------------- YAML that is not what it looks like
+_LAUGHS = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("suite: t\nseeds: 2\ncells: []\nseeds: 3\n",
+     "key 'seeds' is given twice in one mapping (lines 2 and 4); YAML would silently keep the last one"),
+    ("suite: t\ntrainer:\n  max_epochs: 2\n  accelerator: cpu\n  max_epochs: 3\ncells: []\n",
+     "key 'max_epochs' is given twice in one mapping (lines 3 and 5)"),
+    ("suite: t\ncells:\n  - {task: toy, dataset: points, task: toy}\n", "key 'task' is given twice"),
+    ("", "empty config: expected a mapping with at least `suite` and `cells`"),
+    ("# only a comment\n", "empty config: expected a mapping with at least `suite` and `cells`"),
+    (_LAUGHS, "line 6: aliases expand to more than 200000 values"),
+    ("suite: " + "[" * 100_000 + "]" * 100_000 + "\n", "line 1: nested deeper than 64 levels"),
+    ("".join("  " * i + f"k{i}:\n" for i in range(300)), "line 64: nested deeper than 64 levels"),
+], ids=["duplicate-top", "duplicate-nested", "duplicate-flow", "empty", "comment-only", "billion-laughs",
+        "deep-flow", "deep-block"])
+def test_yaml_that_is_not_what_it_looks_like_is_refused(text, needle, tmp_path):
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_suite(path)
+    assert str(info.value) == f"{path}: {needle}" or str(info.value).startswith(f"{path}: {needle}"), str(info.value)
+
+
+def test_yaml_merge_keys_and_anchors_still_load(tmp_path):
+    """An override of a '<<' merge is what merges are for, not a duplicate; a few aliases are fine."""
+    path = tmp_path / "x.yaml"
+    path.write_text("suite: t\nseeds: 1\ntrainer: &t {max_epochs: 2, accelerator: cpu}\ncells:\n"
+                    "  - {task: toy, dataset: points, models: [linear], trainer: {<<: *t, max_epochs: 3}}\n")
+    cfg = load_suite(path)
+    assert cfg["cells"][0]["trainer"]["max_epochs"] == 3
+
+
+def test_a_duplicate_key_in_a_set_value_is_refused():
+    with pytest.raises(ConfigError, match=r"key 'a' is given twice in one mapping \(lines 1 and 1\)"):
+        apply_overrides({}, ["trainer.x={a: 1, a: 2}"])

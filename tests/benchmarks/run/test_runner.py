@@ -340,3 +340,36 @@ def test_git_dirty_means_code_not_results(tmp_path):
     (tmp_path / "code.py").write_text("x = 2")
     assert R.git_state(tmp_path)[1] is True
     assert R.git_state(tmp_path / "results")[1] is True  # from a subfolder: the whole checkout's code counts
+
+
+# ----------------------------------------------------------------------------- a missing dataset fails fast, once
+_ABSENT_BUILDS: list[int] = []
+
+
+def _absent_build(data_dir, cache_dir, seed, **params):
+    from tasks.common.data import DataMissing
+
+    _ABSENT_BUILDS.append(seed)
+    where = Path(data_dir or cache_dir) / "absent" / "train.csv"
+    raise DataMissing(f"absent: missing {where}; no download source is known (pass --data-dir with the files)")
+
+
+def test_a_missing_dataset_fails_fast_once_without_records(tmp_path, monkeypatch):
+    """Issue 33 item 6: one check per dataset in the driver, before any cell; no failed records
+    (so a rerun with --data-dir runs every cell)."""
+    from benchmarks.config.schema import CliError
+
+    _ABSENT_BUILDS.clear()
+    datasets = toy_task.TASKS.get("toy").datasets  # a real dataset whose files are absent, for this test only
+    monkeypatch.setitem(datasets._items, "absent", toy_task.DatasetSpec("absent", _absent_build, {}))
+    cfg = validate_suite(_suite(["linear"], seeds=3, cells=[
+        {"task": "toy", "dataset": "absent", "models": ["linear", "flipping"]},
+        {"task": "toy", "dataset": "points", "models": ["linear"]}]))
+    opts, _ = _opts(tmp_path)
+    with pytest.raises(CliError) as info:
+        run_suite(cfg, opts)
+    msg = str(info.value)
+    assert "\n" not in msg and _ABSENT_BUILDS == [0]  # one check, not one per cell (6 here)
+    assert msg.startswith("dataset toy/absent is missing (no --data-dir ($ATTNBENCH_DATA unset)): absent: missing ")
+    assert str(tmp_path / "cache" / "absent" / "train.csv") in msg and "checked before any cell, nothing ran" in msg
+    assert not (opts.out / R.RUNS_DIR).exists()
