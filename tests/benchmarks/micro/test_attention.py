@@ -197,7 +197,7 @@ def test_isolated_sweep_memory_cap_oom(tmp_path):
         "warmup": 1, "repeats": 1, "min_repeats": 1, "mem_cap_gb": 0.05,
         "sequence": {"lengths": [64, 4096, 8192], "methods": ["naive"], "windows": []},
         "band_compare": {"devices": []}, "graph": {"sizes": []}, "matmul": {"enabled": False},
-        "plot": False,
+        "encoder": {"enabled": False}, "plot": False,
     }
     path = write_config(tmp_path, cfg)
     assert run_cli(["bench", "attention", "--config", path, "--out", tmp_path, "--device", "cpu"]) == 0

@@ -115,6 +115,7 @@ def test_tiny_variant_sweep_end_to_end(tmp_path):
         "warmup": 1, "repeats": 1, "min_repeats": 1, "isolate": False, "plot": False,
         "sequence": {"lengths": [], "methods": [], "heads": 2, "head_dim": 8},
         "band_compare": {"devices": []}, "graph": {"sizes": [], "methods": []}, "matmul": {"enabled": False},
+        "encoder": {"enabled": False},
         "variants": {"enabled": True, "lengths": [32, 64],
                      "params": {"truncated": {"window": 4}, "local_global": {"window": 4, "global_tokens": 2},
                                 "performer": {"features": 8}, "linformer": {"k_proj": 8}, "nystrom": {"landmarks": 4}}},
