@@ -145,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one line, never a raw traceback
         if os.environ.get("ATTNBENCH_DEBUG"):
             raise
+        from benchmarks.run.records import DISK_FULL_ERRNOS
+
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:  # what was written stays (atomic writes)
+            print(f"attnbench: error: {exc.filename or 'writing'}: {os.strerror(exc.errno)}; the records already "
+                  "written are kept (free space, then rerun: finished cells are skipped)", file=sys.stderr)
+            return 1
         where = f" ({exc.filename})" if isinstance(exc, OSError) and getattr(exc, "filename", None) else ""
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         print(f"attnbench: error: {type(exc).__name__}{where}: {msg} (ATTNBENCH_DEBUG=1 shows the traceback)",

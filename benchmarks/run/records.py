@@ -46,6 +46,8 @@ from tasks.common.io import write_atomic
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed")
+#: errno values of a full disk (ENOSPC) or an exhausted quota (EDQUOT)
+DISK_FULL_ERRNOS = {28, 122}
 RUNS_DIR = "runs"
 MANIFEST = "suite.json"
 
@@ -79,7 +81,12 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     """Write JSON so that a reader sees either the old file or the whole new one, never a
     partial file: write to a temp file in the same folder, fsync, then ``os.replace``."""
     text = json.dumps(_finite(obj), indent=2, default=_default, allow_nan=False) + "\n"
-    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), fsync=True)
+    try:
+        return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), fsync=True)
+    except OSError as err:  # name the record, not its temporary (a full disk: ENOSPC)
+        if err.errno is None:
+            raise
+        raise OSError(err.errno, err.strerror or os.strerror(err.errno), str(path)) from err
 
 
 def record_path(suite_dir: str | os.PathLike, rec: dict[str, Any]) -> Path:

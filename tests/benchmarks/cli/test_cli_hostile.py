@@ -455,3 +455,34 @@ def test_a_closed_pipe_ends_quietly_end_to_end():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert err == "", err
+
+
+# --------------------------------------------------------------------------- a full disk
+def test_a_full_disk_is_one_line_naming_the_file_and_keeps_what_was_written(tmp_path, monkeypatch, capsys):
+    """ENOSPC at the second record (simulated: the atomic writer's write raises it): one line
+    with the record's path and "No space left on device", exit 1, the first record intact."""
+    import errno
+
+    real, written = R.write_atomic, []
+
+    def fills_up(path, write, **kw):
+        if f"{os.sep}{R.RUNS_DIR}{os.sep}" in str(path):
+            if written:
+                def enospc(tmp):
+                    raise OSError(errno.ENOSPC, "No space left on device", str(tmp))
+                return real(path, enospc, **kw)
+            written.append(path)
+        return real(path, write, **kw)
+
+    monkeypatch.setattr(R, "write_atomic", fills_up)
+    out = tmp_path / "out"
+    code, stdout, err = _run_cli(["run", _toy(tmp_path, seeds=3), "--out", out, "--launcher", "inline",
+                                  "--no-report"], capsys)
+    assert code == 1, (stdout, err)
+    _no_traceback(stdout, err)
+    (line,) = err.splitlines()
+    assert line.startswith(f"attnbench: error: {out}{os.sep}runs{os.sep}") and ".json: No space left on device" in line
+    assert ".tmp" not in line and "records already written are kept" in line
+    (rec,) = R.load_records(out)  # the one written before the disk filled up
+    assert rec["status"] == "ok" and Path(rec["_path"]) == written[0]
+    assert not [p for p in out.rglob("*") if ".tmp" in p.name]
