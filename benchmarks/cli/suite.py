@@ -174,15 +174,26 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         written = write_report(out)
         print(f"report: {written['REPORT.md']}  and  {written['report.html']}")
+    check_failed = _failed_checks(out, cfg)
+    for line in check_failed:
+        print(f"  failed: {line}")
     if args.allow_failures:
         return 0
-    if summary.failed or bench_failed:
-        print(f"attnbench: {len(summary.failed) + len(bench_failed)} failed in this run (exit code 1; "
-              "--allow-failures makes it 0)", file=sys.stderr)
+    if summary.failed or bench_failed or check_failed:
+        print(f"attnbench: {len(summary.failed) + len(bench_failed) + len(check_failed)} failed in this run "
+              "(exit code 1; --allow-failures makes it 0)", file=sys.stderr)
     if summary.standing_failed:  # a rerun that skipped failed records has not succeeded either
         print(f"attnbench: {summary.standing_failed} failed records from earlier runs stand (exit code 1; "
               "--retry-failed reruns them, --allow-failures makes it 0)", file=sys.stderr)
-    return 1 if summary.failed or bench_failed or summary.standing_failed else 0
+    return 1 if summary.failed or bench_failed or check_failed or summary.standing_failed else 0
+
+
+def _failed_checks(out: Path, cfg: dict) -> list[str]:
+    """The suite's micro-benchmark checks that failed (``benchmarks.report.failed_checks``), each
+    as one line: they make the run exit 1 like a failed cell."""
+    from benchmarks.report import failed_checks
+
+    return list(failed_checks(out, [out / "bench" / n for n in cfg.get("micro_benchmarks", [])]))
 
 
 def _only_tasks(cfg: dict, tasks: str) -> tuple[str, ...]:
