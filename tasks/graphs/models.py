@@ -209,12 +209,24 @@ class AttentionNet(_GraphNet):
         self.layers = nn.ModuleList(AttentionLayer(d, hidden, num_heads, concat=True, **common) for d in dims[:-1])
         self.out = AttentionLayer(dims[-1], num_classes, out_heads, concat=False, **common)
 
+    def _with_self_loops(self, edge_index: Tensor, num_nodes: int) -> Tensor:
+        """``attn_core.add_self_loops`` once per graph: removing the existing loops is boolean
+        indexing (a host-device sync), and full-batch training sees the same graph every step, so
+        the result is kept while the same, unmodified ``edge_index`` tensor object comes back
+        (identity and version counter: a new or edited tensor is never mistaken for it)."""
+        cached = getattr(self, "_loops_cache", None)
+        if (cached is None or cached[0] is not edge_index or cached[1] != edge_index._version
+                or cached[2] != num_nodes):
+            cached = (edge_index, edge_index._version, num_nodes, attn_core.add_self_loops(edge_index, num_nodes))
+            self._loops_cache = cached
+        return cached[3]
+
     def _forward(self, x: Tensor, edge_index: Tensor | None) -> Tensor:
         ei = None
         if self.out.graph:
             if edge_index is None:
                 raise ValueError(f"pattern={self.pattern!r} needs edge_index")
-            ei = attn_core.add_self_loops(edge_index, x.shape[0]) if self.self_loops else edge_index
+            ei = self._with_self_loops(edge_index, x.shape[0]) if self.self_loops else edge_index
         for layer in self.layers:
             x = F.elu(layer(F.dropout(x, self.dropout, self.training), ei))
         return self.out(F.dropout(x, self.dropout, self.training), ei)

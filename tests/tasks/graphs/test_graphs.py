@@ -311,3 +311,22 @@ def test_limit_train_keeps_a_seeded_subset_of_train_nodes():
     assert a.checksum() != before
     b.limit_train(0.25, seed=3)
     assert torch.equal(a.data.train_mask, b.data.train_mask)
+
+
+def test_self_loops_are_added_once_per_graph_and_never_for_another():
+    """AttentionNet keeps add_self_loops' result while the same, unedited edge_index comes back
+    (the boolean indexing inside it is a host-device sync); another or edited graph is recomputed."""
+    import attn_core
+    from tasks.graphs.models import AttentionNet
+
+    net = AttentionNet(6, 3, hidden=4, num_heads=2, num_layers=1, pattern="graph", score="dot", dropout=0.0,
+                       attn_dropout=0.0)
+    ei = torch.tensor([[0, 1, 2, 2, 3], [1, 2, 3, 2, 0]])  # one existing self-loop (2 -> 2)
+    want = attn_core.add_self_loops(ei, 4)
+    first = net._with_self_loops(ei, 4)
+    assert torch.equal(first, want) and net._with_self_loops(ei, 4) is first  # cached
+    other = torch.tensor([[3, 0], [0, 1]])
+    assert torch.equal(net._with_self_loops(other, 4), attn_core.add_self_loops(other, 4))  # a new graph
+    ei[0, 0] = 3  # edited in place: the version counter moves
+    assert torch.equal(net._with_self_loops(ei, 4), attn_core.add_self_loops(ei, 4))
+    assert net._with_self_loops(ei, 5).max() == 4  # another node count
