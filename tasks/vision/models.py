@@ -438,8 +438,11 @@ def vit(
                radius=radius, pattern_params=pattern_params, attention=attention)
 
 
-register_preset("vit_local", vit, {"attention": "local"}, pattern="graph",
-                description="the same ViT attending only within a 3x3 patch window on the 2-D grid (graph pattern)")
+# The record's pattern says what the model attends to: a 2-D window on the patch grid. It runs as
+# the graph pattern over attn_core.grid_window_edges, but "graph" would read as a graph domain's mask.
+register_preset("vit_local", vit, {"attention": "local"}, pattern="grid_window",
+                description="the same ViT attending only within a 3x3 patch window on the 2-D grid "
+                            "(grid_window: graph attention over the grid's window edges)")
 
 
 @register_model(family="cnn")
