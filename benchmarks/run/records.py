@@ -46,8 +46,49 @@ from tasks.common.io import write_atomic
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed")
+#: Why a cell failed: ``cell`` (its own code: an exception, NaN, its time limit, a crash) or
+#: ``external`` (a cause outside it: data missing, disk full, interrupted, killed by a signal
+#: such as the kernel's out-of-memory killer, a lost node). The next run retries an external
+#: failure by itself; a cell failure only with ``--retry-failed``.
+FAILURE_KINDS = ("cell", "external")
 #: errno values of a full disk (ENOSPC) or an exhausted quota (EDQUOT)
 DISK_FULL_ERRNOS = {28, 122}
+_EXTERNAL_ERRNOS = DISK_FULL_ERRNOS | {5}  # and EIO
+_EXTERNAL_SIGNALS = {1, 2, 9, 15}  # SIGHUP, SIGINT, SIGKILL (OOM killer), SIGTERM
+
+
+def failure_kind(err: BaseException) -> str:
+    """The :data:`FAILURE_KINDS` entry of an exception a cell raised (its causes included)."""
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if any(c.__name__ == "DataMissing" for c in type(e).__mro__):  # tasks.common.data (not imported here)
+            return "external"
+        if isinstance(e, OSError) and e.errno in _EXTERNAL_ERRNOS:
+            return "external"
+        if isinstance(e, KeyboardInterrupt):
+            return "external"
+        e = e.__cause__ or e.__context__
+    return "cell"
+
+
+def exit_failure_kind(code: int | None) -> str:
+    """The :data:`FAILURE_KINDS` entry of a cell process that ended without its record:
+    ``external`` when a signal from outside ended it (also as exit code 128 + signal)."""
+    if code is None:
+        return "cell"  # its own time limit
+    sig = -code if code < 0 else code - 128 if code > 128 else None
+    return "external" if sig in _EXTERNAL_SIGNALS else "cell"
+
+
+def retried_by_default(rec: dict[str, Any]) -> bool:
+    """Whether a rerun retries this record without ``--retry-failed``: a failure from outside
+    the cell (a record from before the ``failure`` field counts when its reason is missing data)."""
+    if rec.get("status") == "ok":
+        return False
+    kind = rec.get("failure") or ("external" if str(rec.get("reason") or "").startswith("DataMissing") else "cell")
+    return kind == "external"
 RUNS_DIR = "runs"
 MANIFEST = "suite.json"
 

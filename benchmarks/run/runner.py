@@ -140,6 +140,7 @@ def new_record(cell: Cell, suite: str) -> dict[str, Any]:
         "seed": cell.seed,
         "status": "failed",
         "reason": None,
+        "failure": None,  # failed: R.FAILURE_KINDS
         "metric": {"name": task.metric, "mode": task.mode},
         "test": {},
         "best_val": None,
@@ -305,6 +306,7 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
     except Exception as err:  # noqa: BLE001 - any failure of one cell is recorded, the matrix goes on
         kind = "out of memory" if is_oom_error(err) else type(err).__name__
         rec["reason"] = f"{kind}: {str(err).strip().splitlines()[0][:500] if str(err).strip() else repr(err)}"
+        rec["failure"] = R.failure_kind(err)
         rec["traceback"] = traceback.format_exc(limit=-10)[-4000:]
         with contextlib.suppress(Exception):
             if torch.cuda.is_available():
@@ -340,7 +342,7 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
     opts.out.mkdir(parents=True, exist_ok=True)
     done = _existing(opts.out)
     todo = [c for c in selected if opts.force or c.cell_id not in done
-            or (done[c.cell_id].get("status") != "ok" and opts.retry_failed)]
+            or (done[c.cell_id].get("status") != "ok" and opts.retry_failed) or R.retried_by_default(done[c.cell_id])]
     if todo:  # every real dataset the run needs, once, before any cell (one line, no records)
         from benchmarks.run.data_check import check_run_data
 
@@ -376,6 +378,10 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
         log(f"  speed fingerprint: {F.format_fingerprint(fingerprint)}")
     if n_failed_prev:
         log(f"  ({n_failed_prev} finished cells had failed; --retry-failed reruns them)")
+    external = sum(1 for c in todo if c.cell_id in done and R.retried_by_default(done[c.cell_id])
+                   and not (opts.force or opts.retry_failed))
+    if external:
+        log(f"  ({external} cells failed for a cause outside them (data, disk, signal): retried)")
     jobs = [CellJob(opts.out, c.cell_id, c.label, opts.data_dir, opts.cache_dir, opts.cell_timeout or cell_timeout(c.config, fingerprint),
                     gpus=1.0 if c.config.get("device") == "cuda" else 0.0,  # what Slurm/Ray reserve
                     force=opts.force, retry_failed=opts.retry_failed) for c in todo]
@@ -438,7 +444,7 @@ def _should_run(prev: dict[str, Any], opts: RunOptions, seen: dict[str, Any] | N
         return False  # written by another run while this one was going: it is fresh
     if prev.get("status") == "ok":
         return opts.force
-    return opts.force or opts.retry_failed
+    return opts.force or opts.retry_failed or R.retried_by_default(prev)
 
 
 def _store(path: Path, rec: dict[str, Any], opts: RunOptions, seen: dict[str, Any] | None, log) -> Path | None:

@@ -193,7 +193,8 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 
 
 def write_crash_record(out: Path, cell: Cell, suite: str, cause: str, *, peak_rss: int | None = None,
-                       seconds: float | None = None, resources: dict | None = None) -> Path | None:
+                       seconds: float | None = None, resources: dict | None = None,
+                       failure: str = "cell") -> Path | None:
     """The ``failed`` record of a cell whose process died before writing one (never over an
     ``ok`` record). Holds the cause, the last lines of the cell's log and the peak memory seen."""
     from benchmarks.run.runner import _on_disk, new_record
@@ -204,7 +205,8 @@ def write_crash_record(out: Path, cell: Cell, suite: str, cause: str, *, peak_rs
         return None
     rec = new_record(cell, suite)
     log = log_path(out, cell)
-    rec.update(reason=f"crashed: {cause}", finished=R.now_iso(), log_tail=_tail(log), env=R.environment("cpu"))
+    rec.update(reason=f"crashed: {cause}", failure=failure, finished=R.now_iso(), log_tail=_tail(log),
+               env=R.environment("cpu"))
     rec["cost"] = {"peak_mem_bytes": peak_rss, "peak_mem_kind": "cpu_rss_peak_seen_by_driver", "wall_s": seconds}
     rec["resources"] = resources or {}
     with contextlib.suppress(OSError):  # the dead worker's claim: nobody holds it any more
@@ -300,5 +302,6 @@ def unit_result(out: Path, cell: Cell, suite: str, code: int | None, killed_beca
         reason = now.get("reason") if status == "failed" and now else None
         return UnitResult(cell.cell_id, status, reason, seconds)
     cause = killed_because or describe_exit(code) + (" without a record" if status else "")
-    write_crash_record(out, cell, suite, cause, peak_rss=peak_rss, seconds=seconds, resources=resources)
+    write_crash_record(out, cell, suite, cause, peak_rss=peak_rss, seconds=seconds, resources=resources,
+                       failure="cell" if killed_because else R.exit_failure_kind(code))
     return UnitResult(cell.cell_id, "failed", f"crashed: {cause}", seconds)

@@ -55,6 +55,6 @@ def record_lost_unit(out: Path, cell: Any, cause: str, resources: dict[str, Any]
     time-outs): write the cell's ``failed`` record with ``cause``, unless an ok one is there."""
     from benchmarks.run.worker import manifest_suite, write_crash_record
 
-    if write_crash_record(out, cell, manifest_suite(out), cause, resources=resources) is None:
+    if write_crash_record(out, cell, manifest_suite(out), cause, resources=resources, failure="external") is None:
         return UnitResult(cell.cell_id, "ok", None)
     return UnitResult(cell.cell_id, "failed", f"crashed: {cause}")

@@ -77,6 +77,8 @@ def test_a_crashing_cell_becomes_a_failed_record_and_the_rest_goes_on(kind, caus
     assert recs[("linear", 0)]["status"] == "ok"
     bad = recs[("broken", 0)]
     assert bad["status"] == "failed" and cause in bad["reason"] and bad["reason"].startswith("crashed:")
+    # a kill from outside (the OOM killer's SIGKILL) is retried by the next run; a segfault is the cell's own
+    assert bad["failure"] == ("cell" if kind == "segfault" else "external")
     assert "log_tail" in bad and bad["cost"]["peak_mem_bytes"] is None or bad["cost"]["peak_mem_bytes"] > 0
     if kind == "segfault":
         assert "Fatal Python error" in bad["log_tail"] or "Segmentation fault" in bad["log_tail"]

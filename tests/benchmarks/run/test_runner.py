@@ -373,3 +373,64 @@ def test_a_missing_dataset_fails_fast_once_without_records(tmp_path, monkeypatch
     assert msg.startswith("dataset toy/absent is missing (no --data-dir ($ATTNBENCH_DATA unset)): absent: missing ")
     assert str(tmp_path / "cache" / "absent" / "train.csv") in msg and "checked before any cell, nothing ran" in msg
     assert not (opts.out / R.RUNS_DIR).exists()
+
+
+# ----------------------------------------------------------------------------- failures from outside a cell
+def test_failure_kinds():
+    import errno
+    import signal
+
+    from tasks.common.data import DataMissing
+
+    assert R.failure_kind(DataMissing("cora: missing /d/x")) == "external"
+    assert R.failure_kind(OSError(errno.ENOSPC, "No space left on device")) == "external"
+    try:  # the cause chain counts: a loader wrapping the missing file
+        try:
+            raise DataMissing("x")
+        except DataMissing as inner:
+            raise RuntimeError("could not load") from inner
+    except RuntimeError as outer:
+        assert R.failure_kind(outer) == "external"
+    for own in (ValueError("bad shape"), RuntimeError("CUDA out of memory"), FileExistsError("x")):
+        assert R.failure_kind(own) == "cell"
+    assert R.exit_failure_kind(-signal.SIGKILL) == "external" and R.exit_failure_kind(137) == "external"
+    assert R.exit_failure_kind(-signal.SIGTERM) == "external" and R.exit_failure_kind(130) == "external"
+    assert R.exit_failure_kind(-signal.SIGSEGV) == "cell" and R.exit_failure_kind(2) == "cell"
+    assert R.exit_failure_kind(None) == "cell"  # its own time limit
+    assert R.retried_by_default({"status": "failed", "failure": "external"})
+    assert not R.retried_by_default({"status": "failed", "failure": "cell"})
+    assert R.retried_by_default({"status": "failed", "reason": "DataMissing: cora: missing x"})  # older records
+    assert not R.retried_by_default({"status": "failed", "reason": "ValueError: x"})
+
+
+def test_a_failure_from_outside_the_cell_is_retried_without_asking(tmp_path, monkeypatch):
+    """Data missing (or a full disk, a kill) is not the cell's fault: the next run retries the
+    cell by itself. A failure of the cell's own code stands until --retry-failed."""
+    from tasks.common.data import DataMissing
+    from tasks.common.registry import get_task
+
+    cfg = validate_suite(_suite(["linear", "broken"], seeds=1, cells=[
+        {"task": "toy", "dataset": "points", "models": ["linear", "broken"],
+         "model_params": {"broken": {"kind": "raise"}}}]))
+    opts, lines = _opts(tmp_path)
+    datasets = get_task("toy").datasets
+    real_get = datasets.get
+
+    def missing(*a, **k):
+        raise DataMissing("points: missing /nowhere/points.bin")
+
+    import dataclasses
+
+    monkeypatch.setattr(datasets, "get", lambda name: dataclasses.replace(real_get(name), build=missing))
+    s = run_suite(cfg, opts)
+    assert s.ran == 2 and len(s.failed) == 2
+    assert {r["failure"] for r in R.load_records(opts.out)} == {"external"}
+    monkeypatch.setattr(datasets, "get", real_get)  # the data is back
+    s = run_suite(cfg, opts)  # no --retry-failed: both retried
+    assert s.ran == 2 and len(s.failed) == 1 and s.standing_failed == 0
+    assert any("2 cells failed for a cause outside them" in ln for ln in lines)
+    recs = {r["model"]: r for r in R.load_records(opts.out)}
+    assert recs["linear"]["status"] == "ok" and recs["linear"]["failure"] is None
+    assert recs["broken"]["failure"] == "cell" and "deliberately broken" in recs["broken"]["reason"]
+    s = run_suite(cfg, opts)  # the cell's own failure stands
+    assert s.ran == 0 and s.standing_failed == 1
