@@ -220,6 +220,29 @@ def mib(b: Any) -> str:
     return "-" if b is None else f"{b / (1 << 20):.1f} MiB"
 
 
+def plot_over_length(ax, pts: Sequence[dict], methods: Sequence[str], key: str, scale: float,
+                     colours: dict, *, style: Callable[[str, dict], str], label: Callable[[str, dict], str],
+                     xlabel: str, ylabel: str) -> None:
+    """One log-log panel of a sweep over L: per method, its ``ok`` points' ``key * scale`` as a
+    line (``style(method, first point)``, ``label(...)``) and an x at the top for each point that
+    did not run. Shared by the micro-benchmarks that plot time and memory against L."""
+    for j, m in enumerate(methods):
+        rs = sorted((r for r in pts if r["method"] == m), key=lambda r: r["L"])
+        ok = [(r["L"], r[key] * scale) for r in rs if r["status"] == "ok" and r.get(key)]
+        if ok:
+            ax.plot(*zip(*ok), style(m, rs[0]), marker="o", ms=4, color=colours[m], label=label(m, rs[0]))
+        for r in rs:
+            if r["status"] != "ok":
+                ax.plot([r["L"]], [0.97 - 0.035 * j], marker="x", ms=9, mew=2, color=colours[m],
+                        transform=ax.get_xaxis_transform(), clip_on=False)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+
+
 def save_figure_atomic(fig, path: str | Path, dpi: int = 110) -> None:
     """Save a matplotlib figure so a reader never sees half a PNG, then close it."""
     import matplotlib.pyplot as plt

@@ -36,7 +36,7 @@ from typing import Any, Callable
 from benchmarks.config import CONFIG_DIR
 from benchmarks.config.schema import ConfigError, Field
 from benchmarks.micro.checks import check, format_checks as _format_checks
-from benchmarks.micro.common import (KEEP_RUN, KEEP_TIMING, mib, save_figure_atomic, select_patterns, set_threads,
+from benchmarks.micro.common import (KEEP_RUN, KEEP_TIMING, mib, plot_over_length, save_figure_atomic, select_patterns, set_threads,
                                      status_line, sweep_fields)
 from benchmarks.micro.sweep import Sweep, config_loader, entry_point
 from benchmarks.run import measure
@@ -256,24 +256,11 @@ def plot_results(doc: dict, path: str | Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for ax, key, scale, ylabel in ((axes[0], "time_ms", 1.0, "one decoding step (ms, median)"),
                                    (axes[1], "cache_bytes", 1 / (1 << 20), "self-attention cache (MiB)")):
-        for j, m in enumerate(methods):
-            if key == "cache_bytes" and m == PEER:
-                continue
-            rs = sorted((r for r in pts if r["method"] == m), key=lambda r: r["L"])
-            ok = [(r["L"], r[key] * scale) for r in rs if r["status"] == "ok" and r.get(key)]
-            if ok:
-                style = "--" if rs[0].get("cache") == "state" else ":" if m == PEER else "-"
-                ax.plot(*zip(*ok), style, marker="o", ms=4, color=colours[m], label=f"{m} ({rs[0].get('cache')})")
-            for r in rs:
-                if r["status"] != "ok":
-                    ax.plot([r["L"]], [0.97 - 0.035 * j], marker="x", ms=9, mew=2, color=colours[m],
-                            transform=ax.get_xaxis_transform(), clip_on=False)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("prefix length L (tokens already decoded)")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        shown = [m for m in methods if not (key == "cache_bytes" and m == PEER)]  # the peer keeps no cache
+        plot_over_length(ax, pts, shown, key, scale, colours,
+                         style=lambda m, r: "--" if r.get("cache") == "state" else ":" if m == PEER else "-",
+                         label=lambda m, r: f"{m} ({r.get('cache')})",
+                         xlabel="prefix length L (tokens already decoded)", ylabel=ylabel)
     s = doc["setup"]
     fig.suptitle(f"decoding one token: {doc['environment'].get('device_name')}, {s['dtype']}, batch {s['batch']}, "
                  f"d_model {s['d_model']}, {s['num_layers']} layers", fontsize=10)

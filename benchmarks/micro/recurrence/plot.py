@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.micro.common import save_figure_atomic
+from benchmarks.micro.common import plot_over_length, save_figure_atomic
 
 __all__ = ["plot_results"]
 
@@ -27,21 +27,8 @@ def plot_results(doc: dict, path: str | Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for ax, key, scale, ylabel in ((axes[0], "time_ms", 1.0, "training step (ms, median)"),
                                    (axes[1], "peak_mem_bytes", 1 / (1 << 20), "peak memory growth (MiB)")):
-        for j, m in enumerate(methods):
-            rs = sorted((r for r in pts if r["method"] == m), key=lambda r: r["L"])
-            ok = [(r["L"], r[key] * scale) for r in rs if r["status"] == "ok" and r.get(key)]
-            if ok:
-                ax.plot(*zip(*ok), STYLE.get(rs[0].get("family"), "-"), marker="o", ms=4, color=colours[m], label=m)
-            for r in rs:
-                if r["status"] != "ok":
-                    ax.plot([r["L"]], [0.97 - 0.035 * j], marker="x", ms=9, mew=2, color=colours[m],
-                            transform=ax.get_xaxis_transform(), clip_on=False)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("sequence length L")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        plot_over_length(ax, pts, methods, key, scale, colours, style=lambda m, r: STYLE.get(r.get("family"), "-"),
+                         label=lambda m, r: m, xlabel="sequence length L", ylabel=ylabel)
     s = doc["setup"]
     fig.suptitle(f"recurrences, one training step: {doc['environment'].get('device_name')}, {s['dtype']}, "
                  f"batch {s['batch']}, d_model {s['d_model']}", fontsize=10)
