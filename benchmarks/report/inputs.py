@@ -23,7 +23,7 @@ _NAME = (str, int)  # task, dataset and model names (a number is shown as its te
 #: field -> the types a record's field may have (None: absent or null is fine everywhere)
 RECORD_FIELDS: dict[str, tuple[type, ...]] = {
     "suite": _NAME, "task": _NAME, "dataset": _NAME, "model": _NAME, "cell_id": _NAME, "status": (str,),
-    "family": (str,), "pattern": (str,), "seed": _SCALAR, "reason": _SCALAR, "metric": (dict,), "test": (dict,),
+    "family": (str,), "kind": (str,), "pattern": (str,), "seed": _SCALAR, "reason": _SCALAR, "metric": (dict,), "test": (dict,),
     "best_val": (dict,), "cost": (dict,), "curve": (list,), "data": (dict,), "extras": (dict,), "config": (dict,),
     "env": (dict,), "stop": (dict,), "resources": (dict,), "started": (str,), "finished": (str,),
     "epochs_run": (int, float), "test_sets": (dict,),

@@ -236,7 +236,12 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
                 rec["data"]["train_size"] = int(limit(cell.train_fraction, cell.seed))
             elif isinstance(dm.info.get("num_train"), int):
                 rec["data"]["train_size"] = dm.info["num_train"]
+            longest = getattr(dm, "longest_input", None)  # in sequence positions: a window >= it is full
+            if callable(longest) and longest() is not None:
+                rec["data"]["max_len"] = int(longest())
             spec = task.models.get(cell.model)
+            if spec.kind is not None:
+                rec["kind"] = spec.kind  # e.g. rnn: classic | modern
             L.seed_everything(cell.seed, workers=True, verbose=False)  # same init whatever the data did
             net = spec.build(dm.info, **cell.config["model_params"])
             module = task.make_module(net, dm.info, **cell.config["module_params"])

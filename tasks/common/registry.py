@@ -12,17 +12,9 @@ from the parameter's name and registered default (see :func:`param_bounds`).
 Models are registered by decorator (timm's ``@register_model``): the builder function's name is
 the model's name, its keyword-only defaults are the model's parameters and the first paragraph
 of its docstring is the description, so there is no table beside the code. A preset is the same
-builder registered under another name with other defaults (:func:`register_preset`)::
+builder registered under another name with other defaults (:func:`register_preset`).
 
-    @register_model(family="attention", pattern="full", check=PatternCheck(padding=True))
-    def transformer(data_info, *, num_layers=2, d_model=128, pattern="full", window=None) -> nn.Module:
-        # docstring "Transformer encoder, full attention": the description
-        return Net(data_info["vocab"], num_layers=num_layers, d_model=d_model, pattern=pattern, window=window)
-
-    register_preset("transformer_w8", transformer, {"pattern": "truncated", "window": 8},
-                    description="the same with truncated attention (+-8)")
-
-A domain collects what its ``models.py`` registered with :func:`registered_models` (:func:`define_task`
+A domain collects what its model modules registered with :func:`registered_models` (:func:`define_task`
 does it); a plug-in adds a model to an existing task with ``task=``. A parameter renamed after
 records were written is declared with ``renamed={old: new}`` (:mod:`tasks.common.params`): the
 old name still builds the model, and cell ids keep hashing the old name.
@@ -43,6 +35,9 @@ from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 from tasks.common.params import check_renamed, current_names
 
 FAMILIES = ("attention", "rnn", "cnn", "other")
+#: family -> its kinds (the first is the default); a family not listed has none. Recurrence is
+#: ``classic`` (LSTM/GRU cells stepped over L) or ``modern`` (parallel scans: minGRU, S4D, Mamba-2, LRU)
+KINDS = {"rnn": ("classic", "modern")}
 
 #: Task packages, in report order. A package listed here registers a :class:`Task` on import.
 TASK_PACKAGES = {
@@ -219,10 +214,18 @@ class ModelSpec:
     #: parameters renamed after records were written, old name -> new name: the old name is a
     #: deprecated alias (configs, records, ``build``) and cell ids hash the old name
     renamed: Mapping[str, str] = field(default_factory=dict)
+    #: the model's kind within its family (:data:`KINDS`; None for a family without kinds)
+    kind: str | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"model {self.name!r}: family={self.family!r}; valid: {', '.join(FAMILIES)}")
+        kinds = KINDS.get(self.family, ())
+        if self.kind is None and kinds:
+            object.__setattr__(self, "kind", kinds[0])
+        elif self.kind is not None and self.kind not in kinds:
+            valid = ", ".join(kinds) if kinds else f"none for family {self.family!r}"
+            raise ValueError(f"model {self.name!r}: kind={self.kind!r}; valid: {valid}")
         unknown = [k for k in self.omit_when_default if k not in self.params]
         if unknown:
             raise ValueError(f"model {self.name!r}: omit_when_default names {unknown}, not among its params")
@@ -406,7 +409,7 @@ def register_model(
     *, family: str, pattern: str | None = None, description: str | None = None,
     check: Callable[[dict[str, Any]], None] | None = None, bounds: Mapping[str, Bounds] | None = None,
     omit_when_default: tuple[str, ...] = (), pattern_param: str = "pattern", in_all: bool = True,
-    renamed: Mapping[str, str] | None = None, task: str | None = None,
+    renamed: Mapping[str, str] | None = None, task: str | None = None, kind: str | None = None,
 ) -> Callable[[B], B]:
     """Decorator: register builder ``fn(data_info, *, param=default, ...) -> nn.Module`` as model
     ``fn.__name__`` with the :class:`ModelSpec` options given; its parameters are
@@ -420,7 +423,7 @@ def register_model(
             params=builder_params(fn), pattern=pattern,
             description=_describe(fn) if description is None else description, bounds=dict(bounds or {}),
             check=check, omit_when_default=tuple(omit_when_default), pattern_param=pattern_param, in_all=in_all,
-            renamed=dict(renamed or {}),
+            renamed=dict(renamed or {}), kind=kind,
         )
         _add(fn.__module__, spec, task)
         return fn
@@ -464,6 +467,7 @@ def register_preset(
         spec, name=name, params=merged, description=description, in_all=in_all,
         build=_Build(_build_model, fn, name, dict(spec.renamed), **{**base_kw, **copy.deepcopy(dict(params))}),
         family=spec.family if family is None else family,
+        kind=spec.kind if family in (None, spec.family) else None,  # another family: its default kind
         pattern=pattern if pattern is not None else spec.pattern_for(merged),
         omit_when_default=spec.omit_when_default if omit_when_default is None else tuple(omit_when_default),
     )
@@ -478,17 +482,19 @@ def registered_models(module: str | ModuleType) -> list[ModelSpec]:
 
 # --------------------------------------------------------------------------- a task in one call
 def define_task(
-    name: str, *, metric: str, mode: str, description: str, module: ModuleType, models: ModuleType | str,
+    name: str, *, metric: str, mode: str, description: str, module: ModuleType,
+    models: ModuleType | str | Iterable[ModuleType | str],
     datasets: Iterable[DatasetSpec], module_bounds: Mapping[str, Bounds] | None = None,
 ) -> Task:
     """Make task ``name`` from its domain's pieces and register it: ``module`` (its ``module.py``,
-    with ``make_module`` and ``MODULE_DEFAULTS``), the ``models`` its ``models.py`` registered,
+    with ``make_module`` and ``MODULE_DEFAULTS``), what its model module(s) ``models`` registered,
     and ``datasets`` (their ``params`` are copied). Returns the :class:`Task`."""
     task = Task(name=name, metric=metric, mode=mode, make_module=module.make_module,
                 module_params=dict(module.MODULE_DEFAULTS), description=description,
                 module_bounds=dict(module_bounds or {}))
     for ds in datasets:
         task.datasets.register(ds.name, dataclasses.replace(ds, params=dict(ds.params)))
-    for spec in registered_models(models):
-        task.models.register(spec.name, spec)
+    for mod in [models] if isinstance(models, (str, ModuleType)) else models:
+        for spec in registered_models(mod):
+            task.models.register(spec.name, spec)
     return register_task(task)

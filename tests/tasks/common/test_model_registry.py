@@ -153,3 +153,16 @@ def test_define_task_collects_a_domain(monkeypatch):
     assert task.datasets.get("d").params == defaults and task.datasets.get("d").params is not defaults
     assert task.models.names()[:2] == ["toy_attention", "toy_attention_w2"]
     assert [n for n, s in task.models.items() if not s.in_all] == ["toy_attention_linear", "toy_attention_performer"]
+def test_model_kind_defaults_per_family_and_is_checked():
+    """rnn models are ``classic`` unless registered ``modern``; a kind outside the family's list,
+    or any kind for a family without kinds, is a one-line error naming the valid kinds."""
+    from tasks.common.registry import ModelSpec
+
+    build = lambda info: None  # noqa: E731
+    assert ModelSpec("a", "rnn", build).kind == "classic"
+    assert ModelSpec("b", "rnn", build, kind="modern").kind == "modern"
+    assert ModelSpec("c", "cnn", build).kind is None
+    with pytest.raises(ValueError, match=r"kind='fancy'; valid: classic, modern"):
+        ModelSpec("d", "rnn", build, kind="fancy")
+    with pytest.raises(ValueError, match=r"kind='modern'; valid: none for family 'cnn'"):
+        ModelSpec("e", "cnn", build, kind="modern")
