@@ -1,7 +1,6 @@
 """The micro-benchmarks ``attnbench bench NAME`` can run (and a suite's ``micro_benchmarks`` may
 name): each names its module and shipped configs. Kept import-light: a module is imported only
-when its benchmark runs. Their code lives in :mod:`benchmarks.micro` (and a domain's
-``tasks/<domain>/bench.py``)."""
+when its benchmark runs. Their code lives in :mod:`benchmarks.micro`."""
 
 from __future__ import annotations
 
@@ -48,7 +47,7 @@ _ALL = (
                    "what the cell machinery costs: steps/s of each domain's attention model and best baseline through "
                    "the real cell path (Lightning Trainer + task module + callbacks) vs a bare PyTorch loop, syncs per "
                    "step, GPU busy fraction", ("bench_train.yaml",)),
-    MicroBenchmark("speech", "tasks.speech.bench",
+    MicroBenchmark("speech", "benchmarks.micro.speech",
                    "speech models: train-step time and peak memory per sequence vs length (500-4000 frames), "
                    "full vs truncated attention vs LSTM vs CNN", ("bench_speech.yaml",)),
 )

@@ -15,7 +15,7 @@ from benchmarks.report import stats
 from benchmarks.report.format import as_number, fmt_si
 from benchmarks.report.results import FAMILIES, Group, ModelResult
 
-__all__ = ["FAMILY_COLORS", "plot_quality_vs", "plot_curves", "plot_datasize", "plot_rank_grid", "rank_places", "train_size"]
+__all__ = ["FAMILY_COLORS", "save_figure", "plot_quality_vs", "plot_curves", "plot_datasize", "plot_rank_grid", "rank_places", "train_size"]
 
 FAMILY_COLORS = {"attention": "tab:red", "rnn": "tab:blue", "cnn": "tab:green", "other": "tab:gray"}
 
@@ -26,8 +26,10 @@ def _figure(figsize=(7.0, 4.5)):
     return Figure(figsize=figsize, dpi=100)
 
 
-def _save(fig, path: Path) -> Path:
-    return write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", bbox_inches="tight"))
+def save_figure(fig, path: Path, dpi: float | None = None) -> Path:
+    """Write a :class:`matplotlib.figure.Figure` (not pyplot: nothing to close) as a PNG, atomically:
+    a reader never sees half a file. The report's plots and the domains' sections save through it."""
+    return write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", bbox_inches="tight", dpi=dpi))
 
 
 def _legend_families(ax, families: Iterable[str]) -> None:
@@ -88,7 +90,7 @@ def plot_quality_vs(g: Group, xkey: str, xlabel: str, path: Path, title: str,
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3, which="both")
     _legend_families(ax, [m.family for m, _ in pts])
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_curves(g: Group, path: Path, title: str) -> Path | None:
@@ -123,7 +125,7 @@ def plot_curves(g: Group, path: Path, title: str) -> Path | None:
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def train_size(m: ModelResult) -> float | None:
@@ -163,7 +165,7 @@ def plot_datasize(gs: list[Group], path: Path, title: str) -> Path | None:
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def rank_places(cells: list[list[tuple[float, int, str] | None]], n_columns: int) -> Any:
@@ -201,4 +203,4 @@ def plot_rank_grid(rows: list[str], columns: list[str], cells: list[list[tuple[f
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
     ax.tick_params(length=0)
     ax.set_title(title, fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)

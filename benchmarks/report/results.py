@@ -12,13 +12,14 @@ from typing import Any, Callable
 from benchmarks.report import stats
 from benchmarks.config.schema import ConfigError
 
+from tasks.common.registry import FAMILIES  # the one list (the registry checks every model's family)
+
 __all__ = [
     "FAMILIES", "BASELINE_FAMILIES", "CONFIDENCE", "METRIC_BOUNDS", "Warn", "ReportError", "ModelResult",
     "Comparison", "Group", "Analysis", "group_title", "dataset_label", "short_commit", "longest_input",
     "record_window", "effective_pattern",
 ]
 
-FAMILIES = ("attention", "rnn", "cnn", "other")
 BASELINE_FAMILIES = ("rnn", "cnn")
 CONFIDENCE = 0.95
 

@@ -6,8 +6,9 @@
 * :data:`BENCH_RENDERERS`: micro-benchmark name -> renderer of its section, called with a
   :class:`BenchContext` when ``bench_<name>.json`` is found next to the results.
 
-A domain registers its renderers in ``tasks/<domain>/report.py``, which the report imports
-(:func:`load_sections`) when it shows that domain's results or micro-benchmark. A renderer builds its
+A domain's renderers live in ``benchmarks/report/domains/<task>.py`` (its record keys stay in the
+domain), which the report imports (:func:`load_sections`) when it shows that domain's results or
+micro-benchmark. A renderer builds its
 section from the blocks of :mod:`benchmarks.report.document` and returns an
 :class:`ExtraSection` (or None: nothing to show); one that raises costs its section, never the
 report: the error becomes a warning.
@@ -26,7 +27,10 @@ from benchmarks.report.document import Block, Image, Paragraph, Raw, render_html
 from benchmarks.report.micro import bench_candidate_dirs, find_bench
 from benchmarks.report.results import Group, ModelResult, Warn
 
-__all__ = ["ExtraContext", "ExtraSection", "BenchContext", "ExtraRenderer", "BenchRenderer", "EXTRA_RENDERERS",
+#: where the domains' sections live: ``<DOMAINS_PACKAGE>.<task>``
+DOMAINS_PACKAGE = "benchmarks.report.domains"
+
+__all__ = ["DOMAINS_PACKAGE", "ExtraContext", "ExtraSection", "BenchContext", "ExtraRenderer", "BenchRenderer", "EXTRA_RENDERERS",
            "BENCH_RENDERERS", "load_sections", "extras_blocks", "bench_blocks"]
 
 
@@ -103,24 +107,22 @@ BENCH_RENDERERS: dict[str, BenchRenderer] = {}
 
 
 def load_sections(tasks: Iterable[str], warn: Warn) -> None:
-    """Import ``tasks.<name>.report`` for each registered task package named that has one
-    (importing it registers its renderers). A domain package brings torch and Lightning with
-    it, so the report names only the tasks it shows: those of its groups, and a domain whose
-    micro-benchmark output it found (a domain's micro-benchmark is named after it). A module
-    that fails to import (e.g. a missing dependency of its domain) is a warning; the report goes
-    on without its sections."""
+    """Import ``benchmarks.report.domains.<name>`` for each registered task named that has one
+    (importing it registers its renderers). A section imports its domain (for the record keys),
+    which brings torch and Lightning with it, so the report names only the tasks it shows: those
+    of its groups, and a domain whose micro-benchmark output it found (a domain's micro-benchmark
+    is named after it). A module that fails to import (e.g. a missing dependency of its domain)
+    is a warning; the report goes on without its sections."""
     from tasks.common.registry import TASK_PACKAGES
 
     for name in sorted(set(tasks)):
-        package = TASK_PACKAGES.get(name)
-        spec = importlib.util.find_spec(package) if package else None  # imports "tasks", not the package
-        where = spec.submodule_search_locations if spec is not None else None
-        if not where or not any((Path(d) / "report.py").is_file() for d in where):
+        module = f"{DOMAINS_PACKAGE}.{name}"
+        if name not in TASK_PACKAGES or importlib.util.find_spec(module) is None:
             continue
         try:
-            importlib.import_module(f"{package}.report")
+            importlib.import_module(module)
         except ImportError as exc:
-            warn("render", f"domain section not loaded: {package}.report: {type(exc).__name__}: {exc}")
+            warn("render", f"domain section not loaded: {module}: {type(exc).__name__}: {exc}")
 
 
 def extras_blocks(g: Group, plots_dir: Path, out_dir: Path, warn: Warn) -> list[Block]:

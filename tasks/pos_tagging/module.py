@@ -10,9 +10,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tasks.common.module import StepOutput, TaskModule, sum_over_ranks
-from tasks.pos_tagging.report import CONFUSION_KEY
 
-__all__ = ["PosTaggerModule", "MODULE_DEFAULTS", "make_module", "count_stats"]
+__all__ = ["PosTaggerModule", "MODULE_DEFAULTS", "make_module", "count_stats", "CONFUSION_KEY"]
+
+#: ``rec["extras"]`` key of the test confusion matrix: ``{"tags", "matrix", "oov"}`` (rendered by
+#: :mod:`benchmarks.report.domains.pos_tagging`).
+CONFUSION_KEY = "pos_confusion"
 
 MODULE_DEFAULTS: dict[str, Any] = {"lr": 2e-3, "weight_decay": 0.01, "optimizer": "adamw", "scheduler": "none",
                                    "warmup_steps": 200}

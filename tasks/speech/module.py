@@ -24,9 +24,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tasks.common.module import StepOutput, TaskModule, sum_over_ranks
-from tasks.speech.report import CONFUSION_KEY
 
-__all__ = ["SpeechModule", "MODULE_DEFAULTS", "make_module", "segments", "edit_distance", "spec_augment"]
+__all__ = ["SpeechModule", "MODULE_DEFAULTS", "make_module", "segments", "edit_distance", "spec_augment",
+           "CONFUSION_KEY"]
+
+#: ``rec["extras"]`` key of the test confusion matrix: ``{"form", "labels", "matrix"}`` (rendered by
+#: :mod:`benchmarks.report.domains.speech`).
+CONFUSION_KEY = "speech_confusion"
 
 MODULE_DEFAULTS: dict[str, Any] = {"lr": 2e-3, "weight_decay": 0.01, "optimizer": "adamw", "scheduler": "cosine",
                                    "warmup_steps": 50, "spec_augment": None, "label_smoothing": 0.0}

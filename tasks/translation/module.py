@@ -33,12 +33,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tasks.common.module import StepOutput, TaskModule, gather_over_ranks
-from tasks.translation.report import ALIGNMENT_KEY
 from tasks.translation.data import BOS, EOS, PAD
 from tasks.translation.search import beam_search, greedy_search
 
 __all__ = ["TranslationModule", "MODULE_DEFAULTS", "DECODERS", "corpus_scores", "make_module", "average_states",
-           "merge_buffers"]
+           "merge_buffers", "ALIGNMENT_KEY"]
+
+#: ``rec["extras"]`` key of the alignments: ``{"kind", "heads", "sentences": [{"src", "hyp", "weights", ...}]}``
+#: (rendered by :mod:`benchmarks.report.domains.translation`).
+ALIGNMENT_KEY = "translation_alignments"
 
 DECODERS = ("greedy", "beam")
 

@@ -10,9 +10,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from tasks.common.module import StepOutput, TaskModule
-from tasks.vision.report import ROLLOUT_KEY
 
-__all__ = ["ImageClassifier", "MODULE_DEFAULTS", "make_module", "ROLLOUT_IMAGES", "rollout_extras"]
+__all__ = ["ImageClassifier", "MODULE_DEFAULTS", "make_module", "ROLLOUT_IMAGES", "rollout_extras", "ROLLOUT_KEY"]
+
+#: ``rec["extras"]`` key of the rollout maps: ``{"grid", "patch_size", "classes", "images"}`` (rendered by
+#: :mod:`benchmarks.report.domains.vision`).
+ROLLOUT_KEY = "rollout"
 
 #: AdamW with a linear warm-up into a cosine decay: a sound default for ViTs, CNNs and LSTMs
 #: alike on these small images (configs may change lr per cell).

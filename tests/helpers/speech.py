@@ -1,4 +1,4 @@
-"""Made-up speech scaling points (the shape tasks.speech.bench writes), for its checks and report section."""
+"""Made-up speech scaling points (the shape benchmarks.micro.speech writes), for its checks and report section."""
 
 from __future__ import annotations
 

@@ -35,8 +35,10 @@ from benchmarks.run.runner import _on_disk
 from benchmarks.run.worker import (EXIT, PLUGINS_ENV, RESOURCES_ENV, UnitResult, cells_from_manifest, end_unit, log_path,
                                manifest_suite, record_target, start_unit, unit_result)
 
+from tasks.common.registry import TASK_PACKAGES  # noqa: E402 - beside PRELOAD, its one use
+
 PRELOAD = ["torch", "lightning", "benchmarks.run.runner", "benchmarks.run.worker", "tasks.common.registry",
-           "tasks.graphs", "tasks.pos_tagging", "tasks.translation", "tasks.speech", "tasks.vision"]
+           *TASK_PACKAGES.values()]  # the registry's one list of domains
 POLL_S = 0.2
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import attn_core
-from tasks.vision.report import decode_image
+from benchmarks.report.domains.vision import decode_image
 from tasks.common.patterns import PRESET_PATTERNS
 from tasks.common.registry import FAMILIES, UnknownNameError, builder_of, get_task
 from tasks.vision.data import RING_VALUE, SyntheticArrangement, TorchvisionImages, make_arrangement

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from benchmarks.report import EXTRA_RENDERERS, ExtraContext, group_of
-from tasks.translation.report import ALIGNMENT_KEY, head_mean, pick_records, render_alignments
+from benchmarks.report.domains.translation import ALIGNMENT_KEY, head_mean, pick_records, render_alignments
 
 
 def _sentence(heads: int, t: int, s: int, rng: random.Random) -> dict:

@@ -5,7 +5,8 @@ columns, tag names, OOV counts; written by :mod:`tasks.pos_tagging.module`). The
 the best attention model and the best baseline (the best RNN/CNN model; the best other
 non-attention model when there is none) in the report's ranking of the group, sums their
 matrices over seeds and shows, per tag: support (words per test set), each model's accuracy and
-its most frequent confusion. Imported by the report (:func:`benchmarks.report.sections.load_sections`).
+its most frequent confusion. Imported by the report (:func:`benchmarks.report.sections.load_sections`);
+the record key is the domain's (:data:`tasks.pos_tagging.module.CONFUSION_KEY`).
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from benchmarks.report import EXTRA_RENDERERS, Bold, Code, ExtraContext, ExtraSection, ModelResult, Paragraph, Table
+from tasks.pos_tagging.module import CONFUSION_KEY
 
 __all__ = ["CONFUSION_KEY", "render_pos_confusion", "per_tag_rows", "pick_models"]
 
-#: ``rec["extras"]`` key of the test confusion matrix: ``{"tags", "matrix", "oov"}``.
-CONFUSION_KEY = "pos_confusion"
 
 
 def _valid(value: Any) -> bool:

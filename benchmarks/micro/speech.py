@@ -1,5 +1,4 @@
-"""Speech scaling micro-benchmark: ``attnbench bench speech`` (``benchmarks.bench_speech`` is its
-old name, kept as an alias).
+"""Speech scaling micro-benchmark: ``attnbench bench speech``.
 
 Time and peak memory of ONE training step (forward + frame-tagging cross-entropy + backward)
 of every registered speech network on one sequence of ``L`` feature frames, as ``L`` grows
@@ -37,7 +36,6 @@ from benchmarks.micro.checks import check, format_checks as _format_checks
 from benchmarks.micro.common import (
     attn_core_fingerprint,
     mib,
-    save_figure_atomic,
     set_threads,
     status_line,
     sweep_fields,
@@ -108,7 +106,7 @@ def plan_points(cfg: dict, device: str) -> list[dict]:
             points.append({
                 "kind": "speech", "method": m, "family": spec.family, "pattern": spec.pattern,
                 "window": spec.params.get("window"), "L": L,
-                "target": "tasks.speech.bench:point_model", "preload": ["torch", "attn_core", "tasks.speech"],
+                "target": "benchmarks.micro.speech:point_model", "preload": ["torch", "attn_core", "tasks.speech"],
                 "kwargs": {"model": m, "L": L, **common},
             })
         if cfg["materialised_reference"] and "transformer" in cfg["models"]:
@@ -116,7 +114,7 @@ def plan_points(cfg: dict, device: str) -> list[dict]:
             points.append({
                 "kind": "speech", "method": MATERIALISED, "family": spec.family, "pattern": "full",
                 "materialised": True, "window": None, "L": L,
-                "target": "tasks.speech.bench:point_model", "preload": ["torch", "attn_core", "tasks.speech"],
+                "target": "benchmarks.micro.speech:point_model", "preload": ["torch", "attn_core", "tasks.speech"],
                 "kwargs": {"model": "transformer", "L": L, "materialise": True, **common},
             })
     return points
@@ -256,53 +254,11 @@ def format_checks(checks: list[dict]) -> str:
 
 
 def plot_results(doc: dict, path: str | Path) -> None:
-    """Log-log time and peak memory per sequence vs length, one line per model: full attention
-    solid red (materialised: dotted dark red), truncated presets dashed oranges (attention's warm
-    colours), the other families in the report's colours; an x at the
-    top marks an OOM/timeout."""
-    import matplotlib
+    """The sweep's plot: :func:`benchmarks.report.domains.speech.plot_bench` (the report draws the
+    same figure from the JSON), imported here only when the sweep closes."""
+    from benchmarks.report.domains.speech import plot_bench
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from benchmarks.report.plots import FAMILY_COLORS  # the report's colours: one family, one colour
-
-    pts = [r for r in doc["points"] if r.get("kind") == "speech"]
-    methods = list(dict.fromkeys(r["method"] for r in pts))
-    trunc = [m for m in methods if any(r["method"] == m and r.get("pattern") == "truncated" for r in pts)]
-    oranges = {m: plt.cm.Oranges(0.45 + 0.5 * i / max(len(trunc) - 1, 1)) for i, m in enumerate(trunc)}
-    all_L = sorted({r["L"] for r in pts})
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
-    for ax, key, scale, ylabel in ((axes[0], "time_ms_per_seq", 1.0, "train step time per sequence (ms)"),
-                                   (axes[1], "peak_mem_bytes_per_seq", 1 / (1 << 20), "peak memory per sequence (MiB)")):
-        for j, m in enumerate(methods):
-            rs = sorted((r for r in pts if r["method"] == m), key=lambda r: r["L"])
-            fam, pat, dense = rs[0].get("family"), rs[0].get("pattern"), rs[0].get("materialised")
-            colour = ("darkred" if dense else "tab:red") if pat == "full" else oranges.get(m, FAMILY_COLORS.get(fam, "black"))
-            ok = [(r["L"], r[key] * scale) for r in rs if r["status"] == "ok" and r.get(key)]
-            if ok:
-                style = ":" if dense else "--" if pat == "truncated" else "-"
-                ax.plot(*zip(*ok), style, marker="o", ms=4, color=colour, label=f"{m} ({fam})")
-            for r in rs:
-                if r["status"] in ("oom", "timeout", "error"):
-                    ax.plot([r["L"]], [0.97 - 0.035 * j], marker="x", ms=9, mew=2, color=colour,
-                            transform=ax.get_xaxis_transform(), clip_on=False)
-        if all_L:
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            ax.set_xticks(all_L)
-            ax.set_xticklabels([str(L) for L in all_L])
-            ax.minorticks_off()
-        ax.set_xlabel("sequence length (frames, 100 per second)")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, alpha=0.3)
-        if methods:
-            ax.legend(fontsize=8)
-    s = doc["setup"]
-    fig.suptitle(f"speech models, one training step: {doc['environment'].get('device_name')}, {s['dtype']}, "
-                 f"batch {s['batch']}, {s['num_features']} features", fontsize=10)
-    fig.tight_layout()
-    save_figure_atomic(fig, path, dpi=110)
+    plot_bench(doc, path)
 
 
 # --------------------------------------------------------------------------- entry point

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.report import EXTRA_RENDERERS, ExtraContext, group_of
-from tasks.vision import report as ev
+from benchmarks.report.domains import vision as ev
 
 
 def _value(fill: float, grid=(2, 3), channels=1, n=2) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from benchmarks.report import EXTRA_RENDERERS, ExtraContext, group_of
-from tasks.pos_tagging.report import CONFUSION_KEY, per_tag_rows, pick_models, render_pos_confusion
+from benchmarks.report.domains.pos_tagging import CONFUSION_KEY, per_tag_rows, pick_models, render_pos_confusion
 
 TAGS = ["NOUN", "VERB", "DET"]
 

@@ -6,7 +6,8 @@ translation (pieces) and its cross-attention weights ``H x T x S`` in integer pe
 Transformer's last decoder layer per head; one map for the RNN attention models and ConvS2S's
 last layer; written by :mod:`tasks.translation.module`). Per model, the renderer draws one seed
 (the lowest): a row per sentence, the head average first, then each head when there are
-several. Imported by the report (:func:`benchmarks.report.sections.load_sections`).
+several. Imported by the report (:func:`benchmarks.report.sections.load_sections`); the record key
+is the domain's (:data:`tasks.translation.module.ALIGNMENT_KEY`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import re
 from typing import Any
 
 from benchmarks.report import EXTRA_RENDERERS, Block, Bold, ExtraContext, ExtraSection, Heading, Paragraph
+from benchmarks.report.plots import save_figure
+from tasks.translation.module import ALIGNMENT_KEY
 
 __all__ = ["ALIGNMENT_KEY", "render_alignments", "pick_records", "head_mean"]
 
-#: ``rec["extras"]`` key of the alignments: ``{"kind", "heads", "sentences": [{"src", "hyp", "weights", ...}]}``.
-ALIGNMENT_KEY = "translation_alignments"
 _MAX_SENTENCES = 3
 
 
@@ -56,17 +57,13 @@ def _safe(name: str) -> str:
 
 
 def _plot(value: dict[str, Any], title: str, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from benchmarks.micro.common import save_figure_atomic
+    from matplotlib.figure import Figure
 
     sents = value["sentences"][:_MAX_SENTENCES]
     heads = len(sents[0]["weights"])
     cols = 1 + (heads if heads > 1 else 0)
-    fig, axes = plt.subplots(len(sents), cols, figsize=(3.2 * cols + 0.5, 3.0 * len(sents) + 0.6), squeeze=False)
+    fig = Figure(figsize=(3.2 * cols + 0.5, 3.0 * len(sents) + 0.6))
+    axes = fig.subplots(len(sents), cols, squeeze=False)
     for r, s in enumerate(sents):
         maps = [("mean of heads" if heads > 1 else "attention", head_mean(s["weights"]))]
         maps += [(f"head {k + 1}", s["weights"][k]) for k in range(heads)] if heads > 1 else []
@@ -80,7 +77,7 @@ def _plot(value: dict[str, Any], title: str, path) -> None:
             ax.set_title(f"sentence {r + 1}: {label}", fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    save_figure_atomic(fig, path)
+    save_figure(fig, path, dpi=110)
 
 
 def render_alignments(ctx: ExtraContext) -> ExtraSection | None:

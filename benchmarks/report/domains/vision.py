@@ -5,7 +5,8 @@ attention-rollout map over the patch grid (Abnar & Zuidema 2020; each map sums t
 :mod:`tasks.vision.module`). The renderer takes the best model of the report's ranking of the
 group that has valid maps, its lowest seed, and draws each image above the same image with the
 map laid over it (one cell per patch). Imported by the report
-(:func:`benchmarks.report.sections.load_sections`).
+(:func:`benchmarks.report.sections.load_sections`); the record key is the domain's
+(:data:`tasks.vision.module.ROLLOUT_KEY`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import re
 from typing import Any, Sequence
 
 from benchmarks.report import EXTRA_RENDERERS, Bold, ExtraContext, ExtraSection, ModelResult, Paragraph
+from benchmarks.report.plots import save_figure
+from tasks.vision.module import ROLLOUT_KEY
 
 __all__ = ["ROLLOUT_KEY", "pick_record", "render_rollout", "plot_rollout", "decode_image"]
 
-#: ``rec["extras"]`` key of the rollout maps: ``{"grid", "patch_size", "classes", "images"}``.
-ROLLOUT_KEY = "rollout"
 
 
 def _valid(value: Any) -> bool:
@@ -61,8 +62,6 @@ def plot_rollout(value: dict[str, Any], path: Any, title: str) -> None:
     import numpy as np
     from matplotlib.figure import Figure
 
-    from benchmarks.micro.common import save_figure_atomic
-
     images = value["images"]
     classes = value.get("classes") or []
     n = len(images)
@@ -88,7 +87,7 @@ def plot_rollout(value: dict[str, Any], path: Any, title: str) -> None:
     if mappable is not None:
         fig.colorbar(mappable, ax=axes[1, :].tolist(), fraction=0.02, pad=0.01, label="share of the output")
     fig.suptitle(title, fontsize=9)
-    save_figure_atomic(fig, path)
+    save_figure(fig, path, dpi=110)
 
 
 def render_rollout(ctx: ExtraContext) -> ExtraSection | None:

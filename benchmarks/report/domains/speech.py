@@ -6,11 +6,12 @@
   per-class recall for every model in the report's ranking of the group, the most confused
   pairs of the best model, and a heatmap per model (rows normalised).
 * ``BENCH_RENDERERS["speech"]``: the speech scaling micro-benchmark (``bench_speech.json``, see
-  :mod:`tasks.speech.bench`): time and peak memory per sequence vs length for each model, the
-  target checks, the plot.
+  :mod:`benchmarks.micro.speech`): time and peak memory per sequence vs length for each model, the
+  target checks, the plot (:func:`plot_bench`, which the benchmark draws its own PNG with).
 
 Renderers read result records only (no checkpoints). Imported by the report
-(:func:`benchmarks.report.sections.load_sections`).
+(:func:`benchmarks.report.sections.load_sections`); the record key is the domain's
+(:data:`tasks.speech.module.CONFUSION_KEY`).
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from benchmarks.report import (
     Paragraph,
     Table,
 )
+from benchmarks.report.plots import FAMILY_COLORS, save_figure
+from tasks.speech.module import CONFUSION_KEY
 
-__all__ = ["CONFUSION_KEY", "BENCH_NAME", "render_confusion", "render_bench", "sum_confusions"]
+__all__ = ["CONFUSION_KEY", "BENCH_NAME", "render_confusion", "render_bench", "sum_confusions", "plot_bench"]
 
-#: ``rec["extras"]`` key of the test confusion matrix: ``{"form", "labels", "matrix"}``.
-CONFUSION_KEY = "speech_confusion"
 #: The micro-benchmark whose section this module renders (``attnbench bench speech``).
 BENCH_NAME = "speech"
 
@@ -68,18 +69,14 @@ def _accuracy(m: list[list[int]]) -> float:
 
 
 def _plot_confusions(labels: list[str], mats: dict[str, list[list[int]]], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
-
-    from benchmarks.micro.common import save_figure_atomic
+    from matplotlib.figure import Figure
 
     n = len(mats)
     cols = min(n, 4)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.4 * rows), squeeze=False)
+    fig = Figure(figsize=(3.6 * cols, 3.4 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat[n:]:
         ax.axis("off")
     for ax, (model, m) in zip(axes.flat, mats.items()):
@@ -96,7 +93,7 @@ def _plot_confusions(labels: list[str], mats: dict[str, list[list[int]]], path: 
         ax.set_ylabel("true", fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    save_figure_atomic(fig, path, dpi=100)
+    save_figure(fig, path, dpi=100)
 
 
 def render_confusion(ctx: ExtraContext) -> ExtraSection | None:
@@ -176,14 +173,59 @@ def render_bench(ctx: BenchContext) -> ExtraSection | None:
     if crow:
         blocks.append(Table(["verdict", "check", "value", "target", "note"], crow))
     try:
-        from tasks.speech.bench import plot_results
-
         png = ctx.plots_dir / "bench_speech.png"
-        plot_results(doc, png)
+        plot_bench(doc, png)
         blocks.append(ctx.image(png, "speech scaling"))
     except Exception:  # noqa: BLE001 - the tables stand without the plot
         pass
     return ExtraSection.from_blocks(blocks)
+
+
+def plot_bench(doc: dict[str, Any], path: str | Path) -> None:
+    """Log-log time and peak memory per sequence vs length, one line per model: full attention
+    solid red (materialised: dotted dark red), truncated presets dashed oranges (attention's warm
+    colours), the other families in the report's colours; an x at the
+    top marks an OOM/timeout."""
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    pts = [r for r in doc["points"] if r.get("kind") == "speech"]
+    methods = list(dict.fromkeys(r["method"] for r in pts))
+    trunc = [m for m in methods if any(r["method"] == m and r.get("pattern") == "truncated" for r in pts)]
+    oranges = {m: colormaps["Oranges"](0.45 + 0.5 * i / max(len(trunc) - 1, 1)) for i, m in enumerate(trunc)}
+    all_L = sorted({r["L"] for r in pts})
+    fig = Figure(figsize=(13, 5))
+    axes = fig.subplots(1, 2)
+    for ax, key, scale, ylabel in ((axes[0], "time_ms_per_seq", 1.0, "train step time per sequence (ms)"),
+                                   (axes[1], "peak_mem_bytes_per_seq", 1 / (1 << 20), "peak memory per sequence (MiB)")):
+        for j, m in enumerate(methods):
+            rs = sorted((r for r in pts if r["method"] == m), key=lambda r: r["L"])
+            fam, pat, dense = rs[0].get("family"), rs[0].get("pattern"), rs[0].get("materialised")
+            colour = ("darkred" if dense else "tab:red") if pat == "full" else oranges.get(m, FAMILY_COLORS.get(fam, "black"))
+            ok = [(r["L"], r[key] * scale) for r in rs if r["status"] == "ok" and r.get(key)]
+            if ok:
+                style = ":" if dense else "--" if pat == "truncated" else "-"
+                ax.plot(*zip(*ok), style, marker="o", ms=4, color=colour, label=f"{m} ({fam})")
+            for r in rs:
+                if r["status"] in ("oom", "timeout", "error"):
+                    ax.plot([r["L"]], [0.97 - 0.035 * j], marker="x", ms=9, mew=2, color=colour,
+                            transform=ax.get_xaxis_transform(), clip_on=False)
+        if all_L:
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xticks(all_L)
+            ax.set_xticklabels([str(L) for L in all_L])
+            ax.minorticks_off()
+        ax.set_xlabel("sequence length (frames, 100 per second)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        if methods:
+            ax.legend(fontsize=8)
+    s = doc["setup"]
+    fig.suptitle(f"speech models, one training step: {doc['environment'].get('device_name')}, {s['dtype']}, "
+                 f"batch {s['batch']}, {s['num_features']} features", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, Path(path), dpi=110)
 
 
 EXTRA_RENDERERS[CONFUSION_KEY] = render_confusion

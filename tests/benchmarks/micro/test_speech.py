@@ -1,4 +1,4 @@
-"""The speech micro-benchmark (tasks.speech.bench): planning, checks and one real point."""
+"""The speech micro-benchmark (benchmarks.micro.speech): planning, checks and one real point."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import json
 import pytest
 
 from benchmarks.config.schema import ConfigError
-from tasks.speech import bench as bench_speech
+from benchmarks.micro import speech as bench_speech
 from tests.helpers.speech import bench_points
 
 
 def test_points_name_the_model_function_by_its_module():
-    assert all(p["target"] == "tasks.speech.bench:point_model" for p in bench_speech.plan_points(bench_speech.load_config(), "cpu"))
+    assert all(p["target"] == "benchmarks.micro.speech:point_model" for p in bench_speech.plan_points(bench_speech.load_config(), "cpu"))
 
 
 

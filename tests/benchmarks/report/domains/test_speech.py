@@ -4,8 +4,8 @@ benchmark's section."""
 from __future__ import annotations
 
 from benchmarks.report import BENCH_RENDERERS, EXTRA_RENDERERS, BenchContext, ExtraContext, group_of
-from tasks.speech import bench as bench_speech
-from tasks.speech import report as R
+from benchmarks.micro import speech as bench_speech
+from benchmarks.report.domains import speech as R
 from tests.helpers.speech import bench_points
 
 
