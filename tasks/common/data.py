@@ -375,6 +375,22 @@ class SplitDataModule(L.LightningDataModule):
         """An item's sequence length for bucketing; None = no bucketing (plain batches)."""
         return None
 
+    def input_length(self, item: Any) -> int | None:
+        """An item's length in the positions its model's attention sees (for
+        :meth:`longest_input`); by default :meth:`length`. Override where they differ."""
+        return self.length(item)
+
+    def longest_input(self) -> int | None:
+        """The longest input, in attention positions (:meth:`input_length`), over the splits a
+        model is trained and validated on (train, after any :meth:`limit_train`, and val): a
+        window at least this long attends to everything. None before setup or without lengths."""
+        if self._splits is None:
+            return None
+        lengths = [self.input_length(ds[i]) for ds in (self._splits["train"], self._splits["val"])
+                   for i in range(len(ds))]
+        known = [n for n in lengths if n is not None]
+        return max(known) if known else None
+
     def class_labels(self, ds: Dataset) -> tuple[Tensor, Sequence[str] | None] | None:
         """For a classification dataset: the label of every item of ``ds`` ``(N,)`` and the class
         names (or None); a training split with fewer than two classes is then refused at load

@@ -206,6 +206,7 @@ class TaggingDataModule(SplitDataModule):
         return out
 
     def length(self, item: Any) -> int:
+        """Words; also :meth:`input_length`: the attention sees one position per word."""
         return int(item[0].shape[0])
 
     def collate(self, items: list[tuple[Tensor, Tensor, Tensor, Tensor]]) -> dict[str, Tensor]:

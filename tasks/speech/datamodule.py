@@ -248,6 +248,12 @@ class SpeechDataModule(SplitDataModule):
     def length(self, item: tuple[Tensor, Any]) -> int:
         return int(item[0].shape[0])
 
+    def input_length(self, item: tuple[Tensor, Any]) -> int:
+        """Feature frames, in both forms (``classify`` and ``tag``): no speech model subsamples
+        frames before attention (the convolutions have stride 1, the positions are per frame), so
+        the attention sees one position per frame."""
+        return int(item[0].shape[0])
+
     def collate(self, items: list[tuple[Tensor, Any]]) -> dict[str, Tensor]:
         x, mask = pad_sequences([it[0] for it in items])  # (B, L, F), (B, L)
         if self.form == "classify":

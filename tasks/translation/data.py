@@ -246,6 +246,12 @@ class TranslationDataModule(SplitDataModule):
     def length(self, item: tuple[Tensor, Tensor, str]) -> int:
         return max(item[0].numel(), item[1].numel())
 
+    def input_length(self, item: tuple[Tensor, Tensor, str]) -> int:
+        """The longer of the two self-attentions' sequences: the encoder's S source positions and
+        the decoder's T (BOS + the target without its EOS). The pattern and its window apply to
+        both, so a window is full attention only if it covers the longer side, not the source alone."""
+        return max(item[0].numel(), item[1].numel())
+
     def checksum_parts(self):
         splits = self.splits  # loads the tokeniser
         assert self.tokenizer is not None
