@@ -127,18 +127,27 @@ def longest_input(rec: dict[str, Any]) -> int | None:
 
 
 def record_window(rec: dict[str, Any]) -> int | None:
-    """The attention window a record's model was built with (``config.model_params.window``)."""
+    """The attention window a record's model was built with: ``config.model_params.window``, else
+    ``window`` of its ``pattern_params`` (how the ``local_global`` presets and the variants give it)."""
     cfg = rec.get("config") if isinstance(rec.get("config"), dict) else {}
     mp = cfg.get("model_params") if isinstance(cfg.get("model_params"), dict) else {}
-    w = mp.get("window")
-    return int(w) if isinstance(w, (int, float)) and not isinstance(w, bool) else None
+    pp = mp.get("pattern_params") if isinstance(mp.get("pattern_params"), dict) else {}
+    for w in (mp.get("window"), pp.get("window")):
+        if isinstance(w, (int, float)) and not isinstance(w, bool):
+            return int(w)
+    return None
+
+
+#: patterns whose window bounds |i - j| (``local_global`` adds global tokens, which a window
+#: covering every position makes redundant)
+WINDOWED_PATTERNS = ("truncated", "local_global")
 
 
 def effective_pattern(pattern: Any, window: int | None, longest: int | None) -> str | None:
     """``"full"`` when a windowed pattern's window covers the whole input: position i sees j with
     |i - j| <= w, so on inputs of at most L positions a window w >= L - 1 attends to everything
-    (``truncated`` is then full attention, at a windowed kernel's cost). None otherwise, or when
+    (the pattern is then full attention, at a windowed kernel's cost). None otherwise, or when
     the window or the longest input is unknown."""
-    if pattern != "truncated" or window is None or longest is None:
+    if pattern not in WINDOWED_PATTERNS or window is None or longest is None:
         return None
     return "full" if window >= longest - 1 else None
