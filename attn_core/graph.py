@@ -55,7 +55,7 @@ class _EdgeDot(torch.autograd.Function):
         n_e, (_, h, d), acc = src.numel(), q.shape, _acc(q.dtype)
         out = q.new_empty(n_e, h, dtype=acc)  # (E, H), float32 for low-precision inputs
         for e in _edge_chunks(n_e, h * d):
-            out[e] = (q.index_select(0, dst[e]).to(acc) * k.index_select(0, src[e]).to(acc)).sum(-1)
+            out[e] = _rowdot(q.index_select(0, dst[e]).to(acc), k.index_select(0, src[e]).to(acc))
         ctx.save_for_backward(q, k, src, dst)
         return out
 
@@ -99,10 +99,24 @@ class _EdgeAggregate(torch.autograd.Function):
         for e in _edge_chunks(src.numel(), v.shape[1] * v.shape[2]):
             g_dst = grad.index_select(0, dst[e])  # (e, H, Dv)
             if gp is not None:
-                gp[e] = (g_dst * v.index_select(0, src[e]).to(acc)).sum(-1)
+                gp[e] = _rowdot(g_dst, v.index_select(0, src[e]).to(acc))
             if gv is not None:
                 gv.index_add_(0, src[e], p[e].unsqueeze(-1) * g_dst)
         return gp, _cast(gv, v.dtype), None, None, None
+
+
+def _rowdot(a: Tensor, b: Tensor) -> Tensor:
+    """``(a * b).sum(-1)`` for ``(e, H, D)`` blocks without the ``(e, H, D)`` product (a batched matmul)."""
+    return torch.einsum("ehd,ehd->eh", a, b)  # (e, H)
+
+
+def _sort_by_target(edge_index: Tensor) -> tuple[Tensor, Tensor]:
+    """``edge_index`` ordered by target (CSR order) and the permutation used (new -> old).
+    Sorted targets make every scatter onto targets (``index_add_``, the segment softmax) walk
+    memory in order: about twice as fast on CPU as random targets. Always sorted (no host
+    check whether it already is: that would be a device sync)."""
+    dst, perm = edge_index[1].sort(stable=True)
+    return torch.stack([edge_index[0].index_select(0, perm), dst]), perm
 
 
 def _cast(t: Tensor | None, dtype: torch.dtype) -> Tensor | None:
@@ -184,7 +198,7 @@ def graph_attention(
     else:
         V.fail("score", score, "expected 'dot', 'additive' or a callable (q, k, edge_index) -> (E, H)")
 
-    edge_index = edge_index.long()
+    edge_index, perm = _sort_by_target(edge_index.long())  # (2, E) in target order; perm: new -> old
     # Autocast off: the kernels choose their own precision (float32 sums for bf16/fp16 inputs,
     # results in the input dtype) instead of autocast mixing dtypes inside index_add_.
     with torch.autocast(q.device.type, enabled=False):
@@ -198,7 +212,11 @@ def graph_attention(
         probs = segment_softmax(logits, edge_index[1], num_nodes=n)  # (E, H), sums to 1 per target
         dropped = F.dropout(probs, dropout_p) if dropout_p > 0 else probs
         out = _EdgeAggregate.apply(dropped, v, edge_index[0], edge_index[1], n)  # (N, H, Dv)
-    return (out, probs.to(q.dtype)) if need_weights else out
+    if not need_weights:
+        return out
+    inverse = torch.empty_like(perm).index_copy_(0, perm, torch.arange(perm.numel(), device=perm.device))
+    probs = probs.index_select(0, inverse)  # (E, H) back in the caller's edge order
+    return out, probs.to(q.dtype)
 
 
 def add_self_loops(edge_index: Tensor, num_nodes: int) -> Tensor:

@@ -193,7 +193,7 @@ def point_record(point: dict, rec: dict, keep: Iterable[str]) -> dict:
 #: Result fields of :func:`measure.measure_step` a point record keeps (then the benchmark's own) ...
 KEEP_TIMING = (
     "status", "reason", "time_ms", "min_ms", "max_ms", "iqr_ms", "mean_ms", "times_ms", "repeats", "warmup_ms",
-    "cpu_median_ms", "cpu_times_ms", "peak_mem_bytes", "mem_method",
+    "cpu_median_ms", "cpu_times_ms", "peak_mem_bytes", "mem_method", "peak_rss_bytes", "rss_mem_method",
 )
 #: ... and the fields on how and where it ran, last.
 KEEP_RUN = (

@@ -180,3 +180,23 @@ def test_aggregate_takes_float32_weights_with_bf16_values():
     torch.testing.assert_close(out.double(), want, atol=3e-2, rtol=3e-2)
     gp, gv = torch.autograd.grad(out.float().sum(), (p, v))
     assert gp.dtype == torch.float32 and gv.dtype == torch.bfloat16
+
+
+def test_need_weights_in_callers_edge_order_values_and_grads():
+    """The kernel sorts edges by target internally; the returned weights (and their gradients)
+    must follow the caller's edge order: checked against the dense softmax on shuffled edges."""
+    n = 30
+    ei = _graph(n, 200, seed=7)
+    ei = ei[:, torch.randperm(ei.shape[1], generator=torch.Generator().manual_seed(8))]  # unsorted targets
+    q, k, v = _nodes(n, 2, 4, 1), _nodes(n, 2, 4, 2), _nodes(n, 2, 4, 3)
+    out, w = graph_attention(q, k, v, ei, need_weights=True)  # w: (E, H)
+    mask = torch.zeros(n, n, dtype=torch.bool)
+    mask[ei[1], ei[0]] = True
+    logits = torch.einsum("ihd,jhd->hij", q, k) / 2.0  # (H, N, N), scale 1/sqrt(4)
+    dense_w = torch.softmax(logits.masked_fill(~mask, float("-inf")), -1).nan_to_num(0.0)
+    ref_w = dense_w[:, ei[1], ei[0]].T  # (E, H) in the caller's order
+    torch.testing.assert_close(w, ref_w, atol=1e-12, rtol=0)
+    torch.testing.assert_close(out, _dense(q, k, v, ei), atol=1e-12, rtol=0)
+    gw = torch.randn_like(w)
+    for g, r in zip(torch.autograd.grad(w, (q, k), gw), torch.autograd.grad(ref_w, (q, k), gw)):
+        torch.testing.assert_close(g, r, atol=1e-12, rtol=0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from benchmarks.micro.attention.config import GRAPH_METHODS, SEQ_METHODS
 from benchmarks.micro.common import attn_core_fingerprint, make_inputs, set_threads
+from benchmarks.micro.live_memory import add_live_peak
 from benchmarks.run import measure
 
 __all__ = ["point_sequence", "point_graph", "point_matmul", "attended_pairs", "attention_flops"]
@@ -136,6 +137,7 @@ def point_graph(
     res = measure.measure_step(
         step, device=device, warmup=warmup, repeats=repeats, min_repeats=min_repeats, target_s=target_s
     )
+    add_live_peak(res, step, device)  # CPU: live tensor bytes, not RSS (small graphs are RSS noise)
     res["static_bytes"] = static_bytes
     res["input_bytes"] = x.numel() * x.element_size() + edge_index.numel() * edge_index.element_size()
     res["params"] = sum(p.numel() for p in params)

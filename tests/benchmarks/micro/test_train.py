@@ -73,7 +73,7 @@ def test_probe_times_the_real_cell_path_and_keeps_its_batches(tmp_path):
     # 3 batches an epoch (160 points / 64): the timed runs stop at each epoch's last batch
     assert s["steps"] == 4 and len(probe.batches) == 4 and s["steps_per_s"] > 0
     assert sum(n for n, _ in s["segments"]) == 4 and len(s["segments"]) >= 2
-    assert s["sync_steps"] == 2 and s["syncs_per_step"] >= 1  # the NaN guard reads the loss on a CPU
+    assert s["sync_steps"] == 2 and s["syncs_per_step"] == 0  # the NaN guard reads the loss once an epoch
     assert probe.i == probe.total == 8 and rec["epochs_run"] <= 3
 
 
@@ -150,7 +150,7 @@ def test_tiny_sweep_through_the_cli(tmp_path, capsys):
     assert p["status"] == "ok", p.get("reason")
     assert p["method"] == "toy/linear" and len(p["ratios"]) == 2 and p["cell_status"] == ["ok", "ok"]
     assert p["ratio"] == pytest.approx(p["cell_steps_per_s"] / p["bare_steps_per_s"])
-    assert p["bare_syncs_per_step"] == 0 and p["cell_syncs_per_step"] >= 1 and p["loader_batches_per_s"] > 0
+    assert p["bare_syncs_per_step"] == 0 and p["cell_syncs_per_step"] == 0 and p["loader_batches_per_s"] > 0
     (chk,) = [c for c in doc["checks"] if c["name"] == "toy/linear: cell / bare steps/s"]
     assert chk["target"] == ">= 0.9" and chk["pass"] == (p["ratio"] >= 0.9)
     printed = capsys.readouterr().out
