@@ -52,3 +52,16 @@ def test_a_window_covering_every_input_is_reported_as_full_attention(tmp_path):
     assert report.results.effective_pattern("truncated", 57, 58) == "full"
     assert report.results.effective_pattern("truncated", 56, 58) is None
     assert report.results.effective_pattern("full", 8, 4) is None
+
+
+def test_window_from_pattern_params_and_local_global_count_as_full():
+    """A window given in ``pattern_params`` (the local_global presets) is read, and local_global
+    whose window covers every input is full attention as truncated is; other patterns never."""
+    from benchmarks.report.results import effective_pattern, record_window
+
+    rec = {"config": {"model_params": {"pattern": "local_global", "pattern_params": {"window": 4}}}}
+    assert record_window(rec) == 4
+    assert effective_pattern("local_global", 4, 5) == "full"
+    assert effective_pattern("local_global", 4, 6) is None
+    assert effective_pattern("linformer", 100, 5) is None
+    assert record_window({"config": {"model_params": {"window": True}}}) is None
