@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from attn_core.recurrent import param_groups
 from tasks.common.sampling import rank_and_world
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -198,7 +199,9 @@ class TaskModule(L.LightningModule):
 
     def configure_optimizers(self):
         hp = self.hparams
-        params = [p for p in self.parameters() if p.requires_grad]
+        # one group with lr/weight_decay, plus one per hint a recurrence put on its A/Lambda/Delta
+        # (no decay, own lr); without hints it is the single group it always was
+        params = param_groups(self, hp.lr, hp.weight_decay)
         if hp.optimizer == "adam":
             opt = torch.optim.Adam(params, lr=hp.lr, weight_decay=hp.weight_decay)
         elif hp.optimizer == "adamw":

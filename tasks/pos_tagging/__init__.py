@@ -9,14 +9,14 @@ better) with its datasets (``ud``, ``synthetic``) and models (``transformer``,
 from __future__ import annotations
 
 from tasks.common.registry import DatasetSpec, define_task
-from tasks.pos_tagging import models, module
+from tasks.pos_tagging import models, modern, module
 from tasks.pos_tagging.data import SYNTHETIC_DEFAULTS, UD_DEFAULTS, build_synthetic, build_ud
 from tasks.pos_tagging.module import PosTaggerModule
 
 __all__ = ["TASK", "PosTaggerModule"]
 
 TASK = define_task(
-    "pos_tagging", metric="acc", mode="max", module=module, models=models,
+    "pos_tagging", metric="acc", mode="max", module=module, models=[models, modern],
     description="UPOS tagging with gold tokenisation: token, unseen-word and sentence accuracy",
     datasets=[DatasetSpec("ud", build_ud, UD_DEFAULTS,
                           description="Universal Dependencies treebank in CoNLL-U (default en_ewt), UPOS"),
