@@ -33,18 +33,30 @@ def resolve_mask(x: Tensor, lengths: Tensor | None = None, key_padding_mask: Ten
         if lengths.shape[0] != batch or lengths.dtype.is_floating_point or lengths.dtype.is_complex:
             raise ValueError(f"lengths has shape {tuple(lengths.shape)} and dtype {lengths.dtype}: "
                              f"expected (B,) = ({batch},) integers")
-        if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > length):
-            raise ValueError(f"lengths span [{int(lengths.min())}, {int(lengths.max())}]: expected values in "
-                             f"[0, {length}] (the padded length L)")
+        if lengths.numel() and lengths.device.type == "cpu":
+            _assert_or(((lengths >= 0) & (lengths <= length)).all(), lambda: ValueError(
+                f"lengths span [{int(lengths.min())}, {int(lengths.max())}]: expected values in "
+                f"[0, {length}] (the padded length L)"))
         return steps < lengths.to(x.device)[:, None]  # (B, L)
     mask = V.check_key_padding_mask(key_padding_mask, batch, length)
     if mask is None:
         return None
-    if bool((mask[:, 1:] & ~mask[:, :-1]).any()):
-        bad = int((mask[:, 1:] & ~mask[:, :-1]).any(1).nonzero()[0])
-        raise ValueError(f"key_padding_mask row {bad} has a real token after a padded one: recurrent layers need "
-                         "right-padded batches (True for the first lengths[b] positions, then False)")
+    if mask.device.type == "cpu":
+        gaps = mask[:, 1:] & ~mask[:, :-1]  # (B, L-1): a real token right after a padded one
+        _assert_or(~gaps.any(), lambda: ValueError(
+            f"key_padding_mask row {int(gaps.any(1).nonzero()[0])} has a real token after a padded one: recurrent "
+            "layers need right-padded batches (True for the first lengths[b] positions, then False)"))
     return mask
+
+
+def _assert_or(ok: Tensor, error: Callable[[], Exception]) -> None:
+    """Raise ``error()`` unless the bool tensor ``ok`` holds, without reading it back on the passing
+    path (``torch._assert_async``: no host sync in a training step). CPU tensors only: on CUDA
+    it would be a device-side assert that poisons the context, so CUDA inputs are not checked."""
+    try:
+        torch._assert_async(ok, "check failed")
+    except RuntimeError:  # failing: reading the values is free now
+        raise error() from None
 
 
 def reverse_within(x: Tensor, mask: Tensor | None) -> Tensor:

@@ -78,7 +78,7 @@ def test_task_registered(task):
     assert (task.name, task.metric, task.mode) == ("pos_tagging", "acc", "max")
     assert set(task.datasets.names()) == {"ud", "synthetic"}
     assert task.datasets.get("synthetic").synthetic and not task.datasets.get("ud").synthetic
-    assert set(task.models.names()) == set(MODELS) | set(VARIANTS)
+    assert set(task.models.names()) == set(MODELS) | set(VARIANTS) | {"modern_rnn"}
     assert {task.models.get(n).family for n in MODELS} == set(FAMILIES)
     assert task.models.get("transformer").pattern == "full"
     assert task.models.get("transformer_truncated").pattern == "truncated"
