@@ -208,13 +208,13 @@ def suite_status(out: Path) -> dict[str, list[dict[str, Any]]]:
     """Every manifest cell under one of ``done``, ``failed``, ``running`` (a live claim) or
     ``pending``, with its label and, where there is one, the reason or the claimant."""
     from benchmarks.run import claims as C
-    from benchmarks.run.runner import _on_disk
+    from benchmarks.run.records import on_disk
     from benchmarks.run.worker import cells_from_manifest, record_target
 
     groups: dict[str, list[dict[str, Any]]] = {"done": [], "failed": [], "running": [], "pending": []}
     for cell in cells_from_manifest(out).values():
         target = record_target(out, cell)
-        rec = _on_disk(target)
+        rec = on_disk(target)
         claim = C.claim_path(target)
         item = {"cell_id": cell.cell_id, "label": cell.label}
         if claim.exists() and not C.is_stale(claim):
