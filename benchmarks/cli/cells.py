@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.config.schema import CliError
+from benchmarks.cli.options import add_data_options, check_data_dir
 
 #: modules that add their own ``run`` options (``add_arguments(parser)``), if present
 LAUNCHER_OPTION_MODULES = ("benchmarks.run.launchers.slurm_launcher", "benchmarks.run.launchers.ray_launcher")
@@ -152,9 +153,7 @@ def add_cell(sub: argparse._SubParsersAction) -> None:
                        "failed (record written), 3 another worker holds it, 4 already finished.")
     p.add_argument("out", metavar="OUT", help="the suite's output folder (holds suite.json)")
     p.add_argument("cell_id", metavar="CELL_ID")
-    from benchmarks.cli.suite import _add_data_options
-
-    _add_data_options(p)
+    add_data_options(p)
     p.add_argument("--force", action="store_true", help="rerun it even if finished")
     p.add_argument("--retry-failed", action="store_true", help="rerun it if its record says failed")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE", help="import MODULE first (repeatable)")
@@ -171,7 +170,6 @@ def _read_folder(read: Any, out: Path) -> Any:
 
 def cmd_cell(args: argparse.Namespace) -> int:
     from benchmarks.run import distributed as D
-    from benchmarks.cli.suite import _data_dir
     from benchmarks.run.runner import DEFAULT_CACHE, RunOptions
     from benchmarks.run.worker import EXIT, cells_from_manifest, execute_cell, manifest_suite
 
@@ -180,7 +178,7 @@ def cmd_cell(args: argparse.Namespace) -> int:
     if args.cell_id not in cells:
         raise CliError(f"cell {args.cell_id!r} is not in {out / 'suite.json'} ({len(cells)} cells; "
                          f"attnbench status {out} lists them)")
-    opts = RunOptions(out=out, data_dir=_data_dir(args.data_dir),
+    opts = RunOptions(out=out, data_dir=check_data_dir(args.data_dir),
                       cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE,
                       force=args.force, retry_failed=args.retry_failed, log=lambda m: print(m, flush=True))
     cell = cells[args.cell_id]
@@ -208,13 +206,13 @@ def suite_status(out: Path) -> dict[str, list[dict[str, Any]]]:
     """Every manifest cell under one of ``done``, ``failed``, ``running`` (a live claim) or
     ``pending``, with its label and, where there is one, the reason or the claimant."""
     from benchmarks.run import claims as C
-    from benchmarks.run.runner import _on_disk
+    from benchmarks.run.records import on_disk
     from benchmarks.run.worker import cells_from_manifest, record_target
 
     groups: dict[str, list[dict[str, Any]]] = {"done": [], "failed": [], "running": [], "pending": []}
     for cell in cells_from_manifest(out).values():
         target = record_target(out, cell)
-        rec = _on_disk(target)
+        rec = on_disk(target)
         claim = C.claim_path(target)
         item = {"cell_id": cell.cell_id, "label": cell.label}
         if claim.exists() and not C.is_stale(claim):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.config.schema import CliError
+from benchmarks.cli.options import check_data_dir
 
 __all__ = ["add_eval", "cmd_eval"]
 
@@ -90,7 +91,6 @@ def _check(out: Path, name: str, override: dict[str, Any], select) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     """Exit codes: 0 every selected record scored (or already had the test set), 1 some
     failed, 2 bad arguments or nothing to score."""
-    from benchmarks.cli.suite import _data_dir
     from benchmarks.run.runner import DEFAULT_CACHE
     from benchmarks.config.schema import ConfigError
     from benchmarks.run.scoring import default_name, evaluate
@@ -117,7 +117,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                          "kept its weights (run the suite with --keep-checkpoints)")
     print(f"test set {name!r} ({', '.join(f'{k}={v!r}' for k, v in override.items())}): {kept} cells with kept weights")
     scored, skipped, failures = evaluate(
-        out, name, override, select=select, data_dir=_data_dir(args.data_dir),
+        out, name, override, select=select, data_dir=check_data_dir(args.data_dir),
         cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE,
         accelerator=args.accelerator, force=args.force)
     print(f"scored {scored}, skipped {skipped} (already scored: --force scores again), failed {len(failures)}")

@@ -13,13 +13,12 @@ import argparse
 from pathlib import Path
 
 from benchmarks.config.schema import CliError, ConfigError
+from benchmarks.cli.options import add_data_options, check_data_dir, check_out_dir, resolve_config
 
 __all__ = ["add_profile", "cmd_profile", "pick_cell"]
 
 
 def add_profile(sub: argparse._SubParsersAction) -> None:
-    from benchmarks.cli.suite import _add_data_options
-
     p = sub.add_parser("profile", help="profile the training steps of one cell of a config",
                        description="Train one cell of a suite config for a few steps through the real cell path "
                        "and show where the time goes: steps/s, syncs per step, the top ops by self time, the GPU "
@@ -34,7 +33,7 @@ def add_profile(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key as with attnbench run (e.g. --set trainer.compile=true); repeatable")
     p.add_argument("--rows", type=int, default=15, metavar="K", help="ops shown per table (default 15)")
-    _add_data_options(p)
+    add_data_options(p)
     p.set_defaults(handler=cmd_profile)
 
 
@@ -55,13 +54,12 @@ def pick_cell(cells: list, key: str, source: str):
 
 def cmd_profile(args: argparse.Namespace) -> int:
     """Exit codes: 0 profiled, 1 the cell failed before the profile was complete, 2 usage or config error."""
-    from benchmarks.cli.suite import _data_dir, _out_dir, _resolve_config
     from benchmarks.config.suite import expand, load_suite_with_notices
 
     for opt, v, least in (("--steps", args.steps, 1), ("--warmup", args.warmup, 0), ("--rows", args.rows, 1)):
         if v < least:
             raise CliError(f"{opt} {v}: expected an integer >= {least}")
-    path = _resolve_config(args.config)
+    path = resolve_config(args.config)
     try:
         cfg, notices = load_suite_with_notices(path, list(args.sets))
         cells = expand(cfg)
@@ -70,8 +68,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     for line in notices:
         print(f"note: {line}")
     cell = pick_cell(cells, args.cell, args.config)
-    out = _out_dir(args.out or str(Path("results") / "profile" / cfg["suite"] / cell.cell_id), cfg["suite"])
-    data_dir = _data_dir(args.data_dir)
+    out = check_out_dir(args.out or str(Path("results") / "profile" / cfg["suite"] / cell.cell_id), cfg["suite"])
+    data_dir = check_data_dir(args.data_dir)
     return profile_cell(cell, cfg["suite"], out, steps=args.steps, warmup=args.warmup, rows=args.rows,
                         data_dir=data_dir, cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else None)
 

@@ -5,66 +5,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from benchmarks.config import CONFIG_DIR
 from benchmarks.config.schema import CliError, ConfigError
-
-
-def _resolve_config(name: str) -> Path:
-    """A path, or the name of a shipped config (``quick`` or ``quick.yaml``); the file must be
-    readable UTF-8 text (checked here so that YAML parsing never meets bytes it cannot decode)."""
-    p = Path(name)
-    if not p.is_file():
-        for cand in (CONFIG_DIR / name, CONFIG_DIR / f"{name}.yaml"):
-            if cand.is_file():
-                p = cand
-                break
-        else:
-            if p.is_dir():
-                raise CliError(f"config {name}: is a folder, expected a YAML file")
-            shipped = ", ".join(sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")))
-            raise CliError(f"config file not found: {name} (shipped configs: {shipped})")
-    try:
-        p.read_bytes().decode("utf-8")
-    except OSError as err:
-        raise CliError(f"config {p}: cannot read it: {err.strerror or err}") from None
-    except UnicodeDecodeError as err:
-        raise CliError(f"config {p}: not UTF-8 text (byte {err.start}: {err.object[err.start:err.start + 1]!r}); "
-                         "save it as UTF-8") from None
-    return p
-
-
-def _out_dir(value: str | None, suite: str) -> Path:
-    """The output folder: must be a folder (or not exist yet) that this process can write."""
-    out = Path(value).expanduser() if value else Path("results") / suite
-    if out.exists() and not out.is_dir():
-        raise CliError(f"--out {out}: exists and is not a folder")
-    probe = out
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise CliError(f"--out {out}: {probe} is not a writable folder")
-    return out
-
-
-def _data_dir(value: str | None) -> Path | None:
-    value = value or os.environ.get("ATTNBENCH_DATA")
-    if not value:
-        return None
-    p = Path(value).expanduser()
-    if not p.is_dir():
-        raise CliError(f"--data-dir {value}: no such directory")
-    return p
-
-
-def _add_data_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-dir", metavar="DIR", help="read-only folder with datasets in the layouts of shared/data "
-                   "(default: $ATTNBENCH_DATA; without one, datasets download into the cache)")
-    p.add_argument("--cache-dir", metavar="DIR", help="writable cache for copied/processed/downloaded data "
-                   "(default: $ATTNBENCH_CACHE or ~/.cache/attnbench)")
+from benchmarks.cli.options import add_data_options, check_data_dir, check_out_dir, resolve_config
 
 
 # ----------------------------------------------------------------------------- run
@@ -75,7 +21,7 @@ def add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key (dotted path, value as YAML), e.g. --set trainer.max_epochs=5; repeatable")
     p.add_argument("--out", metavar="DIR", help="output folder (default: results/<suite>)")
-    _add_data_options(p)
+    add_data_options(p)
     p.add_argument("--accelerator", choices=("auto", "cpu", "gpu", "cuda"), help="override trainer.accelerator (as --set, so part of the cell ids)")
     p.add_argument("--devices", help="override trainer.devices (e.g. 1, or 0,1; as --set)")
     p.add_argument("--force", action="store_true", help="rerun finished cells too")
@@ -109,7 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from benchmarks.run.runner import DEFAULT_CACHE, RunOptions, run_cells, run_micro_benchmarks, run_suite
     from benchmarks.config.suite import expand, load_suite_with_notices
 
-    path = _resolve_config(args.config)
+    path = resolve_config(args.config)
     sets = list(args.sets)
     # --accelerator/--devices are overrides like any --set: they enter each cell's config and
     # so its id (a GPU run never takes a CPU record for its own)
@@ -134,8 +80,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         print(yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None), end="")
         return 0
-    out = _out_dir(args.out, cfg["suite"])
-    data_dir = _data_dir(args.data_dir)  # checked before --dry-run: it refuses what run would
+    out = check_out_dir(args.out, cfg["suite"])
+    data_dir = check_data_dir(args.data_dir)  # checked before --dry-run: it refuses what run would
     opts = RunOptions(
         out=out,
         data_dir=data_dir,
@@ -232,7 +178,7 @@ def add_data(sub: argparse._SubParsersAction) -> None:
                        description="Load each real dataset of a config (default: every registered real "
                        "dataset with its default parameters) and print its size and checksum, or what is missing.")
     p.add_argument("config", nargs="?", metavar="CONFIG", help="a suite YAML or shipped config name")
-    _add_data_options(p)
+    add_data_options(p)
     p.set_defaults(handler=cmd_data)
 
 
@@ -242,12 +188,12 @@ def cmd_data(args: argparse.Namespace) -> int:
     from benchmarks.run.data_check import check_dataset
     from tasks.common.registry import available_tasks, get_task
 
-    data_dir = _data_dir(args.data_dir)
+    data_dir = check_data_dir(args.data_dir)
     cache = Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE
     wanted: list[tuple[str, str, dict]] = []
     if args.config:
         try:
-            cfg = load_suite(_resolve_config(args.config))
+            cfg = load_suite(resolve_config(args.config))
         except ConfigError as err:
             raise CliError(str(err)) from None
         for entry in cfg["cells"]:

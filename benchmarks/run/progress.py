@@ -24,15 +24,15 @@ def count_cells(out: Path, cells: list[Any], seen: dict[str, Any]) -> Counts:
     """How this run's ``cells`` stand now: a record that differs from ``seen[cell_id]`` (the
     one on disk when the run started) is done or failed; a live claim is running."""
     from benchmarks.run import claims as C
-    from benchmarks.run.runner import _on_disk, _same_record
+    from benchmarks.run.records import on_disk, same_record
     from benchmarks.run.worker import record_target
 
     c = Counts(done=0, failed=0, running=0, pending=0)
     for cell in cells:
         target = record_target(out, cell)
-        rec = _on_disk(target)
+        rec = on_disk(target)
         claim = C.claim_path(target)
-        if rec is not None and not _same_record(rec, seen.get(cell.cell_id)):
+        if rec is not None and not same_record(rec, seen.get(cell.cell_id)):
             c["done" if rec.get("status") == "ok" else "failed"] += 1
         elif claim.exists() and not C.is_stale(claim):
             c["running"] += 1

@@ -318,3 +318,43 @@ def _cpu_capability(torch: Any) -> str | None:
         return str(torch.backends.cpu.get_cpu_capability())
     except (AttributeError, RuntimeError):
         return None
+
+
+# Record look-ups shared by the runner, the worker, the launchers and the CLI; ``opts`` is a
+# ``runner.RunOptions`` (only ``force`` and ``retry_failed`` are read).
+def on_disk(path: Path) -> dict[str, Any] | None:
+    """The record at ``path`` as it is now (another run may have written it), or ``None``."""
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def same_record(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """Whether two loaded records are the same write (another run has not replaced it)."""
+    if a is None or b is None:
+        return a is b
+    return all(a.get(k) == b.get(k) for k in ("status", "started", "finished"))
+
+
+def should_run(prev: dict[str, Any], opts: Any, seen: dict[str, Any] | None) -> bool:
+    """Whether a cell whose record ``prev`` is on disk now still needs this run to train it;
+    ``seen`` is the record this run found when it started (another run may have written since)."""
+    if not same_record(prev, seen):
+        return False  # written by another run while this one was going: it is fresh
+    if prev.get("status") == "ok":
+        return opts.force
+    return opts.force or opts.retry_failed or retried_by_default(prev)
+
+
+def store(path: Path, rec: dict[str, Any], opts: Any, seen: dict[str, Any] | None, log) -> Path | None:
+    """Write ``rec`` atomically, unless it is a failure and an ``ok`` record is there that this
+    run did not mean to replace (written by another run since this one started, or kept
+    because the user did not ask for ``--force``)."""
+    prev = on_disk(path)
+    if rec["status"] != "ok" and prev is not None and prev.get("status") == "ok":
+        if not opts.force or not same_record(prev, seen):
+            log(f"    (kept the ok record at {path}; this attempt failed: {rec['reason']})")
+            return None
+    return write_json_atomic(path, rec)

@@ -424,46 +424,6 @@ def cell_timeout(config: dict[str, Any], fingerprint: dict[str, Any] | None = No
     return 2 * F.expected_seconds(budget, fingerprint) + 600 if budget else None
 
 
-def _on_disk(path: Path) -> dict[str, Any] | None:
-    """The record at ``path`` as it is now (another run may have written it), or ``None``."""
-    import json
-
-    try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return rec if isinstance(rec, dict) else None
-
-
-def _same_record(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
-    """Whether two loaded records are the same write (another run has not replaced it)."""
-    if a is None or b is None:
-        return a is b
-    return all(a.get(k) == b.get(k) for k in ("status", "started", "finished"))
-
-
-def _should_run(prev: dict[str, Any], opts: RunOptions, seen: dict[str, Any] | None) -> bool:
-    """Whether a cell whose record ``prev`` is on disk now still needs this run to train it;
-    ``seen`` is the record this run found when it started (another run may have written since)."""
-    if not _same_record(prev, seen):
-        return False  # written by another run while this one was going: it is fresh
-    if prev.get("status") == "ok":
-        return opts.force
-    return opts.force or opts.retry_failed or R.retried_by_default(prev)
-
-
-def _store(path: Path, rec: dict[str, Any], opts: RunOptions, seen: dict[str, Any] | None, log) -> Path | None:
-    """Write ``rec`` atomically, unless it is a failure and an ``ok`` record is there that this
-    run did not mean to replace (written by another run since this one started, or kept
-    because the user did not ask for ``--force``)."""
-    prev = _on_disk(path)
-    if rec["status"] != "ok" and prev is not None and prev.get("status") == "ok":
-        if not opts.force or not _same_record(prev, seen):
-            log(f"    (kept the ok record at {path}; this attempt failed: {rec['reason']})")
-            return None
-    return R.write_json_atomic(path, rec)
-
-
 def run_micro_benchmarks(cfg: dict[str, Any], opts: RunOptions) -> list[str]:
     """The suite's ``micro_benchmarks`` (default configs) into ``<out>/bench/<name>``; a finished
     one is skipped unless ``force``; a failure is reported and the rest goes on. Returns the

@@ -105,25 +105,23 @@ def execute_cell(cell: Cell, suite: str, opts, *, seen: dict[str, Any] | None = 
 
     A rank > 0 of a multi-device cell (:func:`benchmarks.run.distributed.launch_rank`) only trains:
     rank 0 holds the claim and writes the record; it returns ``(status, record, None)``."""
-    from benchmarks.run.runner import _on_disk, _should_run, _store
-
     if D.launch_rank() > 0:  # decided before any check: rank 0 already decided to run it
         rec = train_cell(cell, suite, opts)
         return rec["status"], rec, None
     target = record_target(opts.out, cell)
     if not seen_known:
-        seen = _on_disk(target)
-        if seen is not None and not _should_run(seen, opts, seen):
+        seen = R.on_disk(target)
+        if seen is not None and not R.should_run(seen, opts, seen):
             return "finished", seen, target
     held = C.claim(C.claim_path(target))
     if held is None:
         return "elsewhere", None, None
     with held:
-        prev = _on_disk(target)
-        if prev is not None and not _should_run(prev, opts, seen):
+        prev = R.on_disk(target)
+        if prev is not None and not R.should_run(prev, opts, seen):
             return "finished", prev, target
         rec = train_cell(cell, suite, opts)
-        path = _store(target, rec, opts, seen, opts.log)
+        path = R.store(target, rec, opts, seen, opts.log)
     return rec["status"], rec, path
 
 
@@ -197,10 +195,10 @@ def write_crash_record(out: Path, cell: Cell, suite: str, cause: str, *, peak_rs
                        failure: str = "cell") -> Path | None:
     """The ``failed`` record of a cell whose process died before writing one (never over an
     ``ok`` record). Holds the cause, the last lines of the cell's log and the peak memory seen."""
-    from benchmarks.run.runner import _on_disk, new_record
+    from benchmarks.run.runner import new_record
 
     target = record_target(out, cell)
-    prev = _on_disk(target)
+    prev = R.on_disk(target)
     if prev is not None and prev.get("status") == "ok":
         return None
     rec = new_record(cell, suite)
@@ -262,9 +260,7 @@ def run_unit(out: Path, cell_id: str, *, data_dir: Path | None = None, cache_dir
         if "OMP_NUM_THREADS" not in child_env:  # else Lightning picks, after the record has read them
             env = {**(env or {}), "OMP_NUM_THREADS": str(D.unit_threads(child_env, ranks))}
     env = {**(env or {}), RESOURCES_ENV: child_env.get(RESOURCES_ENV) or json.dumps(resources)}
-    from benchmarks.run.runner import _on_disk
-
-    before = _on_disk(record_target(out, cell))
+    before = R.on_disk(record_target(out, cell))
     t0 = time.monotonic()
     proc = start_unit(out, cell, data_dir=data_dir, cache_dir=cache_dir, env=env, force=force,
                       retry_failed=retry_failed, drop_env=drop_env)
@@ -293,11 +289,9 @@ def unit_result(out: Path, cell: Cell, suite: str, code: int | None, killed_beca
     (one that differs from ``before``, the record on disk when it started); any other ending
     (a signal, an unexpected exit code, an exception before the record, ``killed_because``)
     becomes a ``failed`` record written here."""
-    from benchmarks.run.runner import _on_disk, _same_record
-
     status = next((s for s, c in EXIT.items() if c == code), None) if killed_because is None else None
-    now = _on_disk(record_target(out, cell))
-    wrote = now is not None and not _same_record(now, before)
+    now = R.on_disk(record_target(out, cell))
+    wrote = now is not None and not R.same_record(now, before)
     if status in ("elsewhere", "finished") or (status in ("ok", "failed") and wrote):
         reason = now.get("reason") if status == "failed" and now else None
         return UnitResult(cell.cell_id, status, reason, seconds)

@@ -57,7 +57,7 @@ class InlineLauncher:
         import time
 
         from benchmarks.run.distributed import SLURM_TASK_ENV, cell_ranks
-        from benchmarks.run.runner import _on_disk
+        from benchmarks.run.records import on_disk
         from benchmarks.run.worker import cells_from_manifest, execute_cell, manifest_suite, record_target, run_unit
 
         results = []
@@ -75,7 +75,7 @@ class InlineLauncher:
                 results.append(run_unit(job.out, job.cell_id, data_dir=job.data_dir, cache_dir=job.cache_dir,
                                         timeout_s=job.timeout_s, env={"ATTNBENCH_LAUNCHER": "inline"},
                                         force=job.force, retry_failed=job.retry_failed, drop_env=SLURM_TASK_ENV))
-                rec = _on_disk(record_target(job.out, cell))
+                rec = on_disk(record_target(job.out, cell))
                 log_result(log, job.label, results[-1], rec)
                 continue
             status, rec, _ = execute_cell(cell, suite, self.opts)

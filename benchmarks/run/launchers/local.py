@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 
 from benchmarks.run import distributed as D
 from benchmarks.run.launchers import CellJob, log_result
-from benchmarks.run.runner import _on_disk
+from benchmarks.run.records import on_disk
 from benchmarks.run.worker import (EXIT, PLUGINS_ENV, RESOURCES_ENV, UnitResult, cells_from_manifest, end_unit, log_path,
                                manifest_suite, record_target, start_unit, unit_result)
 
@@ -274,7 +274,7 @@ class LocalLauncher:
                                  "gpu_index": ",".join(gpus) if gpus else None}
                     if ranks > 1:
                         resources["ranks"] = ranks
-                    before = _on_disk(record_target(job.out, cell))
+                    before = on_disk(record_target(job.out, cell))
                     if ranks == 1:
                         forkserver.ensure_running()  # its start (imports) stays interruptible
                     with _signals_held():
@@ -304,7 +304,7 @@ class LocalLauncher:
                     results.append(res)
                     rec = None
                     if res.status == "ok":
-                        rec = _on_disk(record_target(job.out, cells[job.cell_id]))
+                        rec = on_disk(record_target(job.out, cells[job.cell_id]))
                     log_result(log, job.label, res, rec)
                 # progress over all workers (and other drivers): the driver's SuiteProgress
         finally:

@@ -44,10 +44,10 @@ def prepare_worker(plugins: list[str] | tuple[str, ...] = ()) -> None:
 
 def current_record(out: Path, cell: Any) -> dict | None:
     """The cell's record as it is on disk now (for the one-line summary), or ``None``."""
-    from benchmarks.run.runner import _on_disk
+    from benchmarks.run.records import on_disk
     from benchmarks.run.worker import record_target
 
-    return _on_disk(record_target(out, cell))
+    return on_disk(record_target(out, cell))
 
 
 def record_lost_unit(out: Path, cell: Any, cause: str, resources: dict[str, Any]) -> UnitResult:

@@ -228,7 +228,8 @@ def test_claim_with_an_old_heartbeat_is_taken_over_and_a_fresh_one_is_not(tmp_pa
 
 
 def test_a_failed_record_never_replaces_an_ok_one(tmp_path):
-    from benchmarks.run.runner import RunOptions, _store
+    from benchmarks.run.records import store
+    from benchmarks.run.runner import RunOptions
 
     path = tmp_path / "r.json"
     ok = {"status": "ok", "started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:00:10+00:00"}
@@ -236,12 +237,12 @@ def test_a_failed_record_never_replaces_an_ok_one(tmp_path):
     failed = {"status": "failed", "reason": "boom"}
     logs: list[str] = []
     # written by another run after this one started (this run saw no record): kept, even under --force
-    assert _store(path, failed, RunOptions(out=tmp_path, force=True), None, logs.append) is None
+    assert store(path, failed, RunOptions(out=tmp_path, force=True), None, logs.append) is None
     # the ok record this run saw at its start, without --force: kept too
-    assert _store(path, failed, RunOptions(out=tmp_path), dict(ok), logs.append) is None
+    assert store(path, failed, RunOptions(out=tmp_path), dict(ok), logs.append) is None
     assert json.loads(path.read_text())["status"] == "ok" and len(logs) == 2
     # --force on the ok record this run saw: the user asked to rerun, the failure is the truth now
-    assert _store(path, failed, RunOptions(out=tmp_path, force=True), dict(ok), logs.append)
+    assert store(path, failed, RunOptions(out=tmp_path, force=True), dict(ok), logs.append)
     assert json.loads(path.read_text())["status"] == "failed"
 
 
