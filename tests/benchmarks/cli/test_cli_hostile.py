@@ -282,20 +282,17 @@ def test_two_runs_on_one_folder_train_each_cell_once(launcher, tmp_path):
 @pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
 def test_a_signal_mid_cell_is_reported_with_its_exit_code(sig, code, word, tmp_path):
     cfg = _toy(tmp_path, "broken", seeds=1, epochs=500, params="model_params: {broken: {kind: slow}}")
-    out = tmp_path / "out"
-    p = _spawn(["run", cfg, "--out", out, "--no-report"])
-    deadline = time.time() + 120
-    seen = ""
-    while time.time() < deadline:
-        line = p.stdout.readline()
-        seen += line
-        if line.startswith("[1/1]") or not line:
-            break
-    time.sleep(3.0)  # inside fit (a pool worker claims its cell after the driver's line)
+    out, stepped = tmp_path / "out", tmp_path / "stepped"
+    p = _spawn(["run", cfg, "--out", out, "--no-report"], {"ATTNBENCH_TOY_STEPPED": str(stepped)})
+    # inside fit: the cell is claimed and a training step ran (polled, not slept: a starved CPU only waits longer)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and p.poll() is None and not stepped.exists():
+        time.sleep(0.1)
+    assert stepped.exists(), f"no training step within 240 s (exit {p.poll()})"
     claims = list(out.rglob("*.claim"))
     p.send_signal(sig)
     so, se = p.communicate(timeout=60)
-    assert p.returncode == code, (seen + so, se[-2000:])
+    assert p.returncode == code, (so, se[-2000:])
     assert f"attnbench: {word}" in se
     _no_traceback(so, se)
     assert claims and not any(c.exists() for c in claims)  # released on the way out

@@ -166,9 +166,13 @@ def test_killing_the_driver_leaves_nothing_half_done_and_a_rerun_resumes(tmp_pat
     assert d.returncode == 130 and "attnbench: interrupted" in se
     done = R.load_records(out)
     assert 1 <= len(done) < 3 and all(r["status"] == "ok" for r in done)
-    time.sleep(0.5)
-    st = json.loads(subprocess.run([sys.executable, "-m", "benchmarks", "status", str(out), "--json"], cwd=REPO,
-                                   env=env, capture_output=True, text=True).stdout)
+    deadline = time.monotonic() + 60  # a worker on a starved CPU may still be releasing its claim: poll
+    while True:
+        st = json.loads(subprocess.run([sys.executable, "-m", "benchmarks", "status", str(out), "--json"], cwd=REPO,
+                                       env=env, capture_output=True, text=True).stdout)
+        if not st["running"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert not st["running"] and not st["failed"]  # the interrupted cell is pending, not failed
     again = _driver(["run", str(cfg), "--out", str(out), "--jobs", "2", "--no-report"], env)
     so, se = again.communicate(timeout=300)
