@@ -16,7 +16,11 @@ _spec.loader.exec_module(make)
 
 
 def test_every_shipped_config_keeps_its_cell_ids():
-    assert make.cell_ids() == json.loads((FIX / "cell_ids.json").read_text())
+    """Every cell a shipped config had keeps its id, in order (cells added since may sit between)."""
+    now, before = make.cell_ids(), json.loads((FIX / "cell_ids.json").read_text())
+    for config, ids in before.items():
+        kept = [i for i in now.get(config, []) if i in set(ids)]
+        assert kept == ids, f"{config}: ids lost or reordered: {sorted(set(ids) - set(kept))[:5]}"
 
 
 @pytest.mark.slow
