@@ -133,7 +133,7 @@ def _check_loggers(names: list[str]) -> None:
     choice reaches every worker through ``$ATTNBENCH_LOGGER``."""
     import importlib.util
 
-    from benchmarks.run.runner import LOGGER_ENV, LOGGERS
+    from benchmarks.run.cell import LOGGER_ENV, LOGGERS
 
     for name in names:
         if name not in LOGGERS:

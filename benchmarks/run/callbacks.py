@@ -35,7 +35,7 @@ def attach_callbacks(*callbacks: Any):
 
 
 
-def _callbacks_module():
+def callbacks_module():
     """Lightning callbacks, defined lazily so importing the runner stays cheap."""
     import lightning as L
     import torch
@@ -192,7 +192,7 @@ def compile_failure(model: str, reason: str | None) -> str:
             "set trainer.compile: false for this cell")
 
 
-def _compile_callback():
+def compile_callback():
     """The ``trainer.compile`` callback class, defined lazily (Lightning and torch imports)."""
     import statistics
 
@@ -273,7 +273,7 @@ def _compile_callback():
 
 
 @contextlib.contextmanager
-def _quiet_lightning():
+def quiet_lightning():
     """Lightning's info banners and data-loader advice would bury the progress lines."""
     names = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
     loggers = [logging.getLogger(n) for n in names]

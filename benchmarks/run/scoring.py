@@ -205,7 +205,7 @@ def evaluate(out: Path, name: str, override: dict[str, Any], *, select: Callable
     import tempfile
 
     from benchmarks.run import claims as C
-    from benchmarks.run.callbacks import _quiet_lightning
+    from benchmarks.run.callbacks import quiet_lightning
     from benchmarks.run.records import iter_record_files, write_json_atomic
 
     scored, skipped, failures = 0, 0, []
@@ -229,7 +229,7 @@ def evaluate(out: Path, name: str, override: dict[str, Any], *, select: Callable
                 continue
             with held:
                 try:
-                    with _quiet_lightning():
+                    with quiet_lightning():
                         entry = evaluate_record(path, rec, name, override, data_dir=data_dir, cache_dir=cache_dir,
                                                 accelerator=accelerator, root=root)
                 except Exception as err:  # noqa: BLE001 - one record's failure is one line

@@ -1,6 +1,6 @@
 """The unit of work: one resolved cell, run once, in a process of its own.
 
-* :func:`execute_cell` claims a cell, trains it (:func:`benchmarks.run.runner.run_cell`), stores its
+* :func:`execute_cell` claims a cell, trains it (:func:`benchmarks.run.cell.run_cell`), stores its
   record and releases the claim. Every launcher ends here: ``inline`` in the driver's process,
   the local pool in a child forked from a warm parent, Slurm and Ray through ``attnbench cell``.
 * :func:`cells_from_manifest` reads the cells (with their full resolved configs) from
@@ -126,16 +126,16 @@ def execute_cell(cell: Cell, suite: str, opts, *, seen: dict[str, Any] | None = 
 
 
 def train_cell(cell: Cell, suite: str, opts, *, callbacks: tuple = ()) -> dict[str, Any]:
-    """:func:`benchmarks.run.runner.run_cell` with the worker's options of a cell: with
+    """:func:`benchmarks.run.cell.run_cell` with the worker's options of a cell: with
     ``trainer.compile: true`` its network is compiled (:mod:`benchmarks.run.callbacks`) and the
     compile time is stored apart (``cost.compile_s`` and ``cost.compile``; ``train_time_s`` and
     ``train_compute_s`` exclude it, their totals with it kept as ``*_with_compile_s``); a network
     that cannot compile is a failed record with a one-line reason. ``callbacks``: more Lightning
     callbacks attached to this cell's trainer (``attnbench profile``, ``bench train``)."""
-    from benchmarks.run.callbacks import _compile_callback, attach_callbacks, compile_failure
-    from benchmarks.run.runner import run_cell
+    from benchmarks.run.callbacks import compile_callback, attach_callbacks, compile_failure
+    from benchmarks.run.cell import run_cell
 
-    compiler = _compile_callback()() if (cell.config.get("trainer") or {}).get("compile") else None
+    compiler = compile_callback()() if (cell.config.get("trainer") or {}).get("compile") else None
     with attach_callbacks(*([compiler] if compiler else []), *callbacks):
         rec = run_cell(cell, suite, opts)
     if compiler is None:
@@ -195,7 +195,7 @@ def write_crash_record(out: Path, cell: Cell, suite: str, cause: str, *, peak_rs
                        failure: str = "cell") -> Path | None:
     """The ``failed`` record of a cell whose process died before writing one (never over an
     ``ok`` record). Holds the cause, the last lines of the cell's log and the peak memory seen."""
-    from benchmarks.run.runner import new_record
+    from benchmarks.run.cell import new_record
 
     target = record_target(out, cell)
     prev = R.on_disk(target)

@@ -9,7 +9,7 @@ from typing import Any
 
 
 def register() -> None:
-    import benchmarks.run.runner as runner
+    import benchmarks.run.cell as runner
     from benchmarks.run import distributed as D
     inner = runner._trainer_kwargs
     if getattr(inner, "_with_strategy", False):

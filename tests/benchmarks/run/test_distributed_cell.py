@@ -69,9 +69,9 @@ def test_a_two_process_cell_writes_one_record_with_metrics_over_every_rank(tmp_p
 
     # The record's test metrics are over the whole test set: the same weights tested in one
     # process give the same accuracy and confusion matrix (one rank's shard would not).
-    from benchmarks.run.callbacks import _quiet_lightning
+    from benchmarks.run.callbacks import quiet_lightning
 
-    with _quiet_lightning():
+    with quiet_lightning():
         single, module, dm = _single_process_test(rec, files[0].with_suffix(".pt"), cache, tmp_path / "eval")
     assert rec["test"]["acc"] == pytest.approx(single["acc"], abs=1e-7)
     assert rec["test"]["sent_acc"] == pytest.approx(single["sent_acc"], abs=1e-7)
@@ -379,7 +379,7 @@ def test_a_follower_rank_trains_without_claim_or_record(tmp_path, monkeypatch) -
         ran.append(c.cell_id)
         return {"status": "ok", "cell_id": c.cell_id}
 
-    monkeypatch.setattr("benchmarks.run.runner.run_cell", fake_run_cell)
+    monkeypatch.setattr("benchmarks.run.cell.run_cell", fake_run_cell)
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
     status, rec, path = execute_cell(cell, "s", RunOptions(out=tmp_path))

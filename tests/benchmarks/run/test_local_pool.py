@@ -222,7 +222,7 @@ def test_ctrl_c_while_a_worker_starts_leaves_no_worker_running(tmp_path, capsys,
 
 
 def test_csv_logger_per_cell_and_a_missing_tracker_is_one_line(tmp_path, capsys, monkeypatch):
-    from benchmarks.run.runner import LOGGER_ENV
+    from benchmarks.run.cell import LOGGER_ENV
 
     monkeypatch.delenv(LOGGER_ENV, raising=False)
     out = tmp_path / "out"

@@ -166,9 +166,9 @@ def test_record_contents_and_best_checkpoint_is_tested(tmp_path):
 def test_rerun_skips_finished_and_resumes_after_a_kill(tmp_path, monkeypatch):
     cfg = validate_suite(_suite(["linear", "broken"]))
     opts, _ = _opts(tmp_path)
-    import benchmarks.run.runner as runner
+    import benchmarks.run.cell as cell_mod
 
-    real, calls = runner.run_cell, []
+    real, calls = cell_mod.run_cell, []
 
     def dies_on_third(cell, suite, o):
         calls.append(cell.label)
@@ -176,11 +176,11 @@ def test_rerun_skips_finished_and_resumes_after_a_kill(tmp_path, monkeypatch):
             raise KeyboardInterrupt  # the process is stopped mid-matrix
         return real(cell, suite, o)
 
-    monkeypatch.setattr(runner, "run_cell", dies_on_third)
+    monkeypatch.setattr(cell_mod, "run_cell", dies_on_third)
     with pytest.raises(KeyboardInterrupt):
         run_suite(cfg, opts)
     assert len(R.load_records(opts.out)) == 2
-    monkeypatch.setattr(runner, "run_cell", real)
+    monkeypatch.setattr(cell_mod, "run_cell", real)
     s = run_suite(cfg, opts)
     assert (s.ran, s.skipped) == (2, 2)  # only the unfinished cells ran
     s = run_suite(cfg, opts)
