@@ -82,7 +82,7 @@ def attention(
     Returns ``out (B, H, Lq, Dv)`` or ``(out, weights)``. Query rows with nothing to
     attend (all keys padded, or outside the window) are zeros, never NaN.
     """
-    _check_inputs(q, k, v, window, key_padding_mask, dropout_p, scale)
+    check_inputs(q, k, v, window, key_padding_mask, dropout_p, scale)
     b, _, lq, _ = q.shape
     lk = k.shape[2]
     if window is not None and window >= max(lq, lk) - 1:
@@ -114,7 +114,7 @@ def window_kernel(device: torch.device | str, dtype: torch.dtype, head_dim: int,
     return "flex" if head_dim >= _FLEX_MIN_HEAD_DIM else "blocked"
 
 
-def _check_inputs(q, k, v, window, kpm, dropout_p, scale) -> None:
+def check_inputs(q, k, v, window, kpm, dropout_p, scale) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         V.check_tensor(name, t, 4, "(B, H, L, D)")
     V.check_same("attention", {"q": q, "k": k, "v": v}, "dtype")
@@ -148,7 +148,7 @@ def _dense_mask(b, lq, lk, causal, window, kpm, device) -> Tensor | None:
     return mask
 
 
-def _sdpa_safe(q, k, v, mask: Tensor, dropout_p: float, scale) -> Tensor:
+def sdpa_safe(q, k, v, mask: Tensor, dropout_p: float, scale) -> Tensor:
     """SDPA with a boolean mask, where fully masked rows give 0 (and 0 gradient), never NaN:
     such rows are let attend everywhere and their output is zeroed afterwards. No host sync.
 
@@ -172,7 +172,7 @@ def _full_attention(q, k, v, causal, kpm, dropout_p, scale) -> Tensor:
         # No mask tensor at all: SDPA picks its fused kernel (flash/efficient on GPU, flash on CPU).
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal, scale=scale)
     mask = _dense_mask(q.shape[0], q.shape[2], k.shape[2], causal, None, kpm, q.device)
-    return _sdpa_safe(q, k, v, mask, dropout_p, scale)
+    return sdpa_safe(q, k, v, mask, dropout_p, scale)
 
 
 def _full_attention_query_chunks(q, k, v, chunks: int, dropout_p, scale) -> Tensor:
@@ -262,7 +262,7 @@ def _window_attention_blocked(q, k, v, window, causal, kpm, dropout_p, scale) ->
     """Truncated attention in O(L * w): each query block attends only the keys it can see
     (:func:`band_blocks`), one fused SDPA call over all blocks."""
     blk = band_blocks(q, k, v, window, causal, kpm)
-    out = _sdpa_safe(blk.q, blk.k, blk.v, blk.mask, dropout_p, scale)  # (B*nb, H, bs, Dv)
+    out = sdpa_safe(blk.q, blk.k, blk.v, blk.mask, dropout_p, scale)  # (B*nb, H, bs, Dv)
     return blk.unblock(out, q.shape[2])
 
 

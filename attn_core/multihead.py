@@ -128,7 +128,7 @@ class MultiHeadAttention(nn.Module):
         # (B, L, E_in) -> projected heads (B, H, L, Dh)
         return self._split(proj(x)).transpose(1, 2)
 
-    def _check_inputs(self, graph: bool, **inputs: Tensor) -> None:
+    def check_inputs(self, graph: bool, **inputs: Tensor) -> None:
         """Rank and feature size of each of ``query``/``key``/``value`` given, and key/value agreement."""
         dims = {"query": self.embed_dim, "key": self.kdim, "value": self.vdim}
         for name, t in inputs.items():
@@ -177,7 +177,7 @@ class MultiHeadAttention(nn.Module):
         call :meth:`step` instead of re-projecting the whole sequence every step."""
         self._check_incremental()
         value = key if value is None else value
-        self._check_inputs(False, key=key, value=value)
+        self.check_inputs(False, key=key, value=value)
         return self._heads(self.k_proj, key), self._heads(self.v_proj, value)
 
     def step(
@@ -224,7 +224,7 @@ class MultiHeadAttention(nn.Module):
         return self._attend(q, k, v, key_padding_mask=key_padding_mask, need_weights=need_weights, cached=True)
 
     def _check_one_position(self, query: Tensor) -> None:
-        self._check_inputs(False, query=query)
+        self.check_inputs(False, query=query)
         if query.shape[1] != 1:
             raise ValueError(f"query has shape {tuple(query.shape)}: step() takes one position, (B, 1, E)")
 
@@ -318,7 +318,7 @@ class MultiHeadAttention(nn.Module):
         key = query if key is None else key
         value = key if value is None else value
         graph = self._spec.kind == "graph"
-        self._check_inputs(graph, query=query, key=key, value=value)
+        self.check_inputs(graph, query=query, key=key, value=value)
         if not graph:
             if edge_index is not None:
                 V.fail("edge_index", "a tensor", f"only graph patterns take edge_index (pattern={self.pattern!r})")

@@ -35,7 +35,7 @@ def _check_dims(query_dim: object, key_dim: object, **optional: object) -> None:
             V.check_positive_int(name, val)
 
 
-def _check_inputs(
+def check_inputs(
     query: object,
     keys: object,
     values: object,
@@ -149,7 +149,7 @@ class AdditiveAttention(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """``query (B, Dq)``, ``keys (B, L, Dk)``, ``values (B, L, Dv)`` (``None`` = keys),
         ``key_padding_mask (B, L)`` bool (``True`` = real) -> ``(context (B, Dv), weights (B, L))``."""
-        q, k, v, kpm = _check_inputs(query, keys, values, key_padding_mask, self.query_dim, self.key_dim, self.value_dim)
+        q, k, v, kpm = check_inputs(query, keys, values, key_padding_mask, self.query_dim, self.key_dim, self.value_dim)
         if projected_keys is None:
             projected_keys = self.mlp.project_keys(k)  # (B, L, Hd)
         else:
@@ -210,7 +210,7 @@ class LuongAttention(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """``query (B, Dq)``, ``keys (B, L, Dk)``, ``values (B, L, Dv)`` (``None`` = keys),
         ``key_padding_mask (B, L)`` bool (``True`` = real) -> ``(context (B, Dv), weights (B, L))``."""
-        q, k, v, kpm = _check_inputs(query, keys, values, key_padding_mask, self.query_dim, self.key_dim, self.value_dim)
+        q, k, v, kpm = check_inputs(query, keys, values, key_padding_mask, self.query_dim, self.key_dim, self.value_dim)
         if self.mlp is not None:  # concat
             return self.mlp.attend(q, self.mlp.project_keys(k), v, kpm)
         if self.query_proj is not None:  # general: q^T W k = (W^T q) . k

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attn_core import _validate as V
-from attn_core.functional import _check_inputs
+from attn_core.functional import check_inputs
 from attn_core.patterns import Recurrence, register_pattern
 
 __all__ = ["linear_attention", "feature_attention", "feature_step", "elu_feature_map"]
@@ -126,7 +126,7 @@ def linear_attention(
     """Linear attention of q ``(B, H, Lq, D)``, k ``(B, H, Lk, D)``, v ``(B, H, Lk, Dv)`` ->
     ``(B, H, Lq, Dv)``. There are no attention probabilities, so ``dropout_p`` is ignored; the
     feature map has no temperature, so ``scale`` must stay ``None``."""
-    _check_inputs(q, k, v, None, key_padding_mask, dropout_p, scale)
+    check_inputs(q, k, v, None, key_padding_mask, dropout_p, scale)
     if scale is not None:
         V.fail("scale", scale, "pattern='linear' has no temperature: leave scale=None")
     return feature_attention(elu_feature_map(q), elu_feature_map(k), v, causal=causal,

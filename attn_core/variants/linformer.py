@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from attn_core import _validate as V
-from attn_core.functional import _check_inputs, attention
+from attn_core.functional import check_inputs, attention
 from attn_core.patterns import register_pattern
 
 __all__ = ["linformer_attention", "LinformerProjections"]
@@ -67,7 +67,7 @@ def linformer_attention(
     """Linformer attention of q ``(B, H, Lq, D)``, k ``(B, H, Lk, D)``, v ``(B, H, Lk, Dv)`` ->
     ``(B, H, Lq, Dv)``, with ``E, F`` from ``state`` (:class:`LinformerProjections`); ``Lk`` may
     not exceed their ``max_len``. ``dropout_p`` drops the ``(Lq, k_proj)`` probabilities."""
-    _check_inputs(q, k, v, None, key_padding_mask, dropout_p, scale)
+    check_inputs(q, k, v, None, key_padding_mask, dropout_p, scale)
     if causal:
         V.fail("causal", causal, "pattern='linformer' is non-causal only (its projection mixes every position)")
     if not isinstance(state, LinformerProjections):

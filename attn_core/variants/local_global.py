@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attn_core import _validate as V
-from attn_core.functional import _check_inputs, _sdpa_safe, attention, attention_probs, band_blocks
+from attn_core.functional import check_inputs, sdpa_safe, attention, attention_probs, band_blocks
 from attn_core.masks import local_global_allows, local_global_mask, window_allows
 from attn_core.patterns import register_pattern
 
@@ -54,7 +54,7 @@ def local_global_attention(
     """Local + global attention of q ``(B, H, Lq, D)``, k ``(B, H, Lk, D)``, v ``(B, H, Lk, Dv)`` ->
     ``(B, H, Lq, Dv)`` [, dense weights ``(B, H, Lq, Lk)`` with ``need_weights``]. Query rows with
     no key to attend are zeros."""
-    _check_inputs(q, k, v, window, key_padding_mask, dropout_p, scale)
+    check_inputs(q, k, v, window, key_padding_mask, dropout_p, scale)
     b, h, lq, d = q.shape
     lk, g = k.shape[2], global_tokens
     kpm = key_padding_mask
@@ -79,7 +79,7 @@ def local_global_attention(
     cols = cols[None] if kpm is None else cols[None] & kpm[:, None, None, :g]  # (B|1, nb, bs, g)
     cols = cols.expand(b, blk.nb, blk.bs, g).reshape(b * blk.nb, 1, blk.bs, g)
     kb, vb = torch.cat([per_block(k[:, :, :g]), blk.k], 2), torch.cat([per_block(v[:, :, :g]), blk.v], 2)
-    out = _sdpa_safe(blk.q, kb, vb, torch.cat([cols, blk.mask], -1), dropout_p, scale)  # (B*nb, H, bs, Dv)
+    out = sdpa_safe(blk.q, kb, vb, torch.cat([cols, blk.mask], -1), dropout_p, scale)  # (B*nb, H, bs, Dv)
     local = blk.unblock(out, lq)  # (B, H, Lq, Dv)
     rows = attention(q[:, :, :g], k, v, causal=causal, key_padding_mask=kpm, dropout_p=dropout_p, scale=scale)
     return torch.cat([rows, local[:, :, g:]], 2)  # type: ignore[list-item]

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from attn_core import _validate as V
-from attn_core.functional import _check_inputs, attention_probs
+from attn_core.functional import check_inputs, attention_probs
 from attn_core.patterns import register_pattern
 
 __all__ = ["nystrom_attention", "segment_means", "iterative_pinv"]
@@ -73,7 +73,7 @@ def nystrom_attention(
     """Nystrom self-attention of q, k ``(B, H, L, D)``, v ``(B, H, L, Dv)`` -> ``(B, H, L, Dv)``.
     ``key_padding_mask (B, L)`` masks the positions of both queries and keys (self-attention).
     ``dropout_p`` is ignored (no single probability matrix to drop)."""
-    _check_inputs(q, k, v, None, key_padding_mask, dropout_p, scale)
+    check_inputs(q, k, v, None, key_padding_mask, dropout_p, scale)
     if causal:
         V.fail("causal", causal, "pattern='nystrom' is non-causal only (landmarks mix every position)")
     if q.shape[2] != k.shape[2]:

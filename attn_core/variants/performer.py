@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from attn_core import _validate as V
-from attn_core.functional import _check_inputs
+from attn_core.functional import check_inputs
 from attn_core.patterns import Recurrence, register_pattern
 from attn_core.variants.linear import feature_attention, feature_carry, feature_step
 
@@ -132,7 +132,7 @@ def performer_attention(
     ``(B, H, Lq, Dv)`` with the projection held by ``state`` (:class:`PerformerFeatures`); with
     ``redraw`` it is redrawn at every call while ``state`` is in training mode. ``dropout_p``
     is ignored (no probabilities to drop)."""
-    _check_inputs(q, k, v, None, key_padding_mask, dropout_p, scale)
+    check_inputs(q, k, v, None, key_padding_mask, dropout_p, scale)
     if not isinstance(state, PerformerFeatures):
         V.fail("state", state, "pattern='performer' needs its PerformerFeatures (make_pattern_state)")
     if tuple(state.projection.shape) != (features, q.shape[-1]):

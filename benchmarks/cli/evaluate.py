@@ -60,7 +60,7 @@ def _check(out: Path, name: str, override: dict[str, Any], select) -> int:
 
     from benchmarks.run.records import iter_record_files
     from benchmarks.config.schema import ConfigError, Problems
-    from benchmarks.config.suite import _test_sets
+    from benchmarks.config.suite import resolve_test_sets
     from tasks.common.registry import UnknownNameError, get_task
 
     problems, seen, kept = Problems("attnbench eval"), set(), 0
@@ -82,7 +82,7 @@ def _check(out: Path, name: str, override: dict[str, Any], select) -> int:
                 ds = get_task(cfg["task"]).datasets.get(cfg["dataset"])
             except UnknownNameError as err:
                 raise ConfigError(f"attnbench eval: {path}: {err}") from None
-            _test_sets({name: override}, ds, cfg.get("dataset_params") or {},
+            resolve_test_sets({name: override}, ds, cfg.get("dataset_params") or {},
                        f"--dataset-params (dataset {cfg['task']}/{cfg['dataset']})", "attnbench eval", named=False)
     problems.raise_if_any()
     return kept

@@ -416,7 +416,7 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
     test_sets: dict[str, dict[str, Any]] = {}
     if ds is not None and entry.get("test_sets"):
         with problems.collect():
-            test_sets = _test_sets(entry["test_sets"], ds, resolved.get("dataset_params") or {}, f"{where}.test_sets", source)
+            test_sets = resolve_test_sets(entry["test_sets"], ds, resolved.get("dataset_params") or {}, f"{where}.test_sets", source)
     problems.raise_if_any()
     trainer = {k: v for k, v in trainer.items() if not (k in OMIT_WHEN_DEFAULT and v == OMIT_WHEN_DEFAULT[k])}
     device = resolve_device(str(trainer.get("accelerator", "auto")))
@@ -449,7 +449,7 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
 TEST_SET_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
 
-def _test_sets(given: Any, ds: Any, dataset_params: dict[str, Any], where: str, source: str,
+def resolve_test_sets(given: Any, ds: Any, dataset_params: dict[str, Any], where: str, source: str,
                named: bool = True) -> dict[str, dict[str, Any]]:
     """``{name: overrides}`` of a cell's extra test sets, each override checked against the
     dataset's parameters like ``dataset_params`` (all problems in one error). Only the
