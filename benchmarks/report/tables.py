@@ -25,9 +25,8 @@ from benchmarks.report.results import (
     longest_input,
     record_window,
 )
-from benchmarks.run.flops import FLOPS_RULE
 
-__all__ = ["FLOPS_MARK", "flops_may_miss_recurrent", "flops_note", "pattern_label", "MEM_KINDS", "SUMMARY_COLUMNS", "COST_COLUMNS", "WARNING_TITLES", "leaderboard_table",
+__all__ = ["FLOPS_MARK", "flops_may_miss", "flops_may_miss_recurrent", "flops_note", "pattern_label", "MEM_KINDS", "SUMMARY_COLUMNS", "COST_COLUMNS", "WARNING_TITLES", "leaderboard_table",
            "comparison_table", "verdict_label", "overview_table", "warning_summary", "warning_blocks", "summary_rows", "write_summary_csv"]
 
 MEM_KINDS = {"cuda_allocated": "CUDA allocator peak", "cpu_rss_growth": "CPU RSS growth"}
@@ -76,7 +75,7 @@ def leaderboard_table(g: Group, confidence: float = CONFIDENCE, *, missing_colum
             seeds += f" ({len(m.ok) - len(m.values)} ok without metric)"
         rows.append([
             r, m.model + model_marker(m.ok), m.family, pattern_label(m), ms, ci, fmt_si(c.get("params")),
-            fmt_si(c.get("flops_per_sample")) + (FLOPS_MARK if flops_may_miss_recurrent(m) else ""),
+            fmt_si(c.get("flops_per_sample")) + (FLOPS_MARK if flops_may_miss(m) else ""),
             fmt_seconds(c.get("train_time_s_mean")),
             _throughput(c.get("train_samples_per_s"), c.get("train_tokens_per_s")),
             _throughput(c.get("infer_samples_per_s"), c.get("infer_tokens_per_s")), mem, seeds,
@@ -88,21 +87,33 @@ def leaderboard_table(g: Group, confidence: float = CONFIDENCE, *, missing_colum
 FLOPS_MARK = " ‡"
 
 
+def flops_may_miss(m: ModelResult) -> str | None:
+    """What a model's FLOPs/sample may leave out, by its records' ``cost.flops_rule``: recurrent
+    layers (family ``rnn``; torch's counter gives a fused LSTM/GRU/RNN op 0 FLOPs) or, for an
+    attention model, CPU SDPA's products (no formula in torch). None when counted or unknown."""
+    rules = [str((r.get("cost") or {}).get("flops_rule") or "") for r in m.ok
+             if as_number((r.get("cost") or {}).get("flops_per_sample")) is not None]
+    if m.family == "rnn" and any("recurrent" not in rule for rule in rules):
+        return "recurrent layers"
+    if m.family == "attention" and any("sdpa" not in rule for rule in rules):
+        return "attention products of SDPA on CPU"
+    return None
+
+
 def flops_may_miss_recurrent(m: ModelResult) -> bool:
-    """A recurrent model (family ``rnn``) whose records do not say their FLOPs count recurrent
-    layers (``cost.flops_rule``): torch's counter gives a fused LSTM/GRU/RNN op 0 FLOPs."""
-    return m.family == "rnn" and any((r.get("cost") or {}).get("flops_rule") != FLOPS_RULE for r in m.ok) \
-        and any(as_number((r.get("cost") or {}).get("flops_per_sample")) is not None for r in m.ok)
+    """A recurrent model whose FLOPs may leave out its recurrent layers (:func:`flops_may_miss`)."""
+    return flops_may_miss(m) == "recurrent layers"
 
 
 def flops_note(g: Group) -> str | None:
     """The footnote under a leaderboard with :data:`FLOPS_MARK` models."""
-    marked = [m.model for m in g.models if flops_may_miss_recurrent(m)]
+    marked = [(m.model, flops_may_miss(m)) for m in g.models if flops_may_miss(m)]
     if not marked:
         return None
-    return (f"‡ FLOPs/sample of {', '.join(marked)}: recurrent layers possibly not counted. These records were "
-            f"measured before attnbench counted recurrent layers: torch's FLOP counter gives a fused LSTM/GRU/RNN "
-            f"op (cuDNN on GPU, an unpacked LSTM on CPU) 0 FLOPs, so the figure may cover only the other layers.")
+    return (f"‡ FLOPs/sample possibly not counting: " + "; ".join(f"{name}: {what}" for name, what in marked)
+            + ". These records were measured before attnbench counted them: torch's FLOP counter gives a fused "
+              "LSTM/GRU/RNN op (cuDNN on GPU, an unpacked LSTM on CPU) and CPU SDPA 0 FLOPs, so the figure may "
+              "cover only the other layers.")
 
 
 def pattern_label(m: ModelResult) -> str:

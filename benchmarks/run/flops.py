@@ -15,6 +15,11 @@ packed sequence). For an LSTM (4 gates), GRU (3) and RNN (1) of hidden size H on
 size I that is ``2 * tokens * gates * H * (I + H)`` per layer and direction. Element-wise gate
 arithmetic is not counted, as for every other layer. :data:`FLOPS_RULE` names the rule in
 records (``cost.flops_rule``), so that a report can tell counts made before it.
+
+torch's counter also has no formula for CPU's fused attention (``aten._scaled_dot_product_flash_
+attention_for_cpu`` and its backward), which every SDPA call on CPU runs: it gets torch's own
+formula for the GPU flash kernel (``4 * B * H * Lq * Lk * D`` forward, every query-key pair of
+the padded batch, as on GPU).
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ from typing import Any
 
 __all__ = ["FLOPS_RULE", "register_recurrent_flops", "rnn_flops", "flops_per_sample"]
 
-#: ``cost.flops_rule`` of a record whose FLOPs count recurrent layers (see the module docstring)
-FLOPS_RULE = "matmul+recurrent"
+#: ``cost.flops_rule`` of a record whose FLOPs count recurrent layers and CPU SDPA (module docstring);
+#: earlier records say ``matmul+recurrent`` (no CPU SDPA) or nothing (neither)
+FLOPS_RULE = "matmul+recurrent+cpu_sdpa"
 
 
 def _numel(shape: Any) -> int:
@@ -53,7 +59,8 @@ def register_recurrent_flops() -> None:
     if _registered:
         return
     import torch
-    from torch.utils.flop_counter import flop_registry, register_flop_formula
+    from torch.utils.flop_counter import (flop_registry, register_flop_formula, sdpa_backward_flop_count,
+                                          sdpa_flop_count)
 
     aten = torch.ops.aten
 
@@ -71,7 +78,15 @@ def register_recurrent_flops() -> None:
                bidirectional, batch_sizes, *args, out_shape=None, **kwargs) -> int:
         return rnn_flops(input, weight, batch_first, batch_sizes)
 
-    for name, formula in (("mkldnn_rnn_layer", mkldnn), ("_cudnn_rnn", cudnn), ("miopen_rnn", miopen)):
+    def sdpa_cpu(query, key, value, *args, out_shape=None, **kwargs) -> int:
+        return sdpa_flop_count(query, key, value)
+
+    def sdpa_cpu_backward(grad_out, query, key, value, *args, out_shape=None, **kwargs) -> int:
+        return sdpa_backward_flop_count(grad_out, query, key, value)
+
+    for name, formula in (("mkldnn_rnn_layer", mkldnn), ("_cudnn_rnn", cudnn), ("miopen_rnn", miopen),
+                          ("_scaled_dot_product_flash_attention_for_cpu", sdpa_cpu),
+                          ("_scaled_dot_product_flash_attention_for_cpu_backward", sdpa_cpu_backward)):
         op = getattr(aten, name, None)
         if op is not None and op not in flop_registry:
             register_flop_formula(op)(formula)

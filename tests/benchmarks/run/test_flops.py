@@ -85,4 +85,21 @@ class _Data:
 def test_flops_per_sample_counts_an_unpacked_lstm():
     m = _Module()
     assert flops_per_sample(m, _Data()) == hand_count(torch.nn.LSTM, 5, 7, 1, 1, 24) / 4
-    assert m.training and FLOPS_RULE == "matmul+recurrent"
+    assert m.training and FLOPS_RULE == "matmul+recurrent+cpu_sdpa"
+
+
+def test_cpu_sdpa_is_counted_like_the_gpu_flash_kernel():
+    """CPU's fused SDPA op has no formula in torch (it counted 0): forward 4 * B * H * Lq * Lk * D,
+    backward 2.5 times that (torch's flash formulas), every query-key pair of the padded batch."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    register_recurrent_flops()
+    b, h, lq, lk, d = 2, 3, 5, 7, 8
+    q = torch.randn(b, h, lq, d, requires_grad=True)
+    k, v = torch.randn(b, h, lk, d, requires_grad=True), torch.randn(b, h, lk, d, requires_grad=True)
+    with FlopCounterMode(display=False) as fc:
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=torch.zeros(b, 1, 1, lk))
+    assert fc.get_total_flops() == 4 * b * h * lq * lk * d  # QK^T and AV, 2 FLOPs per multiply-add
+    with FlopCounterMode(display=False) as fc:
+        out.sum().backward()
+    assert fc.get_total_flops() == 2.5 * 4 * b * h * lq * lk * d  # torch's flash backward: 5 products
