@@ -6,26 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tasks.common.registry import get_task
-from tasks.pos_tagging.data import build_synthetic
 from tasks.pos_tagging.modern import CELLS
-from tests.helpers.domains import POS_DATA as SYN
 from tests.helpers.domains import POS_EMB
 from tests.helpers.training import train_loop
 
 SMALL = {**POS_EMB, "d_model": 32, "d_state": 16, "num_layers": 1}
 
 
-@pytest.fixture(scope="module")
-def task():
-    return get_task("pos_tagging")
-
-
-@pytest.fixture(scope="module")
-def syn():
-    dm = build_synthetic(None, None, 0, **SYN)
-    _ = dm.splits
-    return dm
 
 
 def _net(task, info, cell, seed=0, name="modern_rnn", **extra):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tasks.common.patterns import PRESET_PATTERNS
-from tasks.common.registry import FAMILIES, UnknownNameError, get_task
+from tasks.common.registry import FAMILIES, UnknownNameError
 from tasks.pos_tagging.data import (UPOS, SyntheticTaggingDataModule, build_synthetic, build_ud,
                                     make_synthetic_corpus, parse_conllu, read_conllu)
 from tasks.pos_tagging.module import PosTaggerModule, count_stats
@@ -39,16 +39,6 @@ CONLLU = """# sent_id = a
 """
 
 
-@pytest.fixture(scope="module")
-def task():
-    return get_task("pos_tagging")
-
-
-@pytest.fixture(scope="module")
-def syn():
-    dm = build_synthetic(None, None, 0, **SYN)
-    _ = dm.splits
-    return dm
 
 
 def _net(task, name, info, seed=0, **extra):
