@@ -9,10 +9,9 @@ What a parameter may be set to (checked by the suite config before any cell runs
 :class:`ModelSpec` / :class:`DatasetSpec`, ``module_bounds=`` on :class:`Task`), else a rule
 from the parameter's name and registered default (see :func:`param_bounds`).
 
-Models are registered by decorator (timm's ``@register_model``): the builder function's name is
-the model's name, its keyword-only defaults are the model's parameters and the first paragraph
-of its docstring is the description, so there is no table beside the code. A preset is the same
-builder registered under another name with other defaults (:func:`register_preset`).
+Models are registered by decorator (timm's ``@register_model``): the builder's name, keyword-only
+defaults and first docstring paragraph are the model's name, parameters and description. A preset
+is the same builder under another name with other defaults (:func:`register_preset`).
 
 A domain collects what its model modules registered with :func:`registered_models` (:func:`define_task`
 does it); a plug-in adds a model to an existing task with ``task=``. A parameter renamed after
@@ -200,19 +199,16 @@ class ModelSpec:
     description: str = ""
     #: explicit limits of some ``params`` (others follow :func:`param_bounds`' rule)
     bounds: Mapping[str, Bounds] = field(default_factory=dict)
-    #: checks the resolved ``params`` together (e.g. that the pattern supports what the model
-    #: needs), raising a one-line ``ValueError``; the suite config runs it before any cell
+    #: checks the resolved ``params`` together (one-line ``ValueError``), before any cell runs
     check: Callable[[dict[str, Any]], None] | None = None
-    #: parameters added after records were first written: left out of a cell's resolved config
-    #: (and so of its id) while they keep their registered default (an empty mapping counts as
-    #: a ``None`` default), so existing cell ids stay valid
+    #: parameters added after records were written: out of a cell's resolved config (and id) while
+    #: at their default (an empty mapping counts as ``None``), so existing cell ids stay valid
     omit_when_default: tuple[str, ...] = ()
     #: the ``params`` key naming the attention pattern (vision's ViT: ``"attention"``)
     pattern_param: str = "pattern"
-    #: whether ``models: all`` includes it (the attention-variant presets are named explicitly)
+    #: whether ``models: all`` includes it (attention-variant presets, modern_rnn: named explicitly)
     in_all: bool = True
-    #: parameters renamed after records were written, old name -> new name: the old name is a
-    #: deprecated alias (configs, records, ``build``) and cell ids hash the old name
+    #: renamed parameters, old -> new: the old name is a deprecated alias that cell ids still hash
     renamed: Mapping[str, str] = field(default_factory=dict)
     #: the model's kind within its family (:data:`KINDS`; None for a family without kinds)
     kind: str | None = None
@@ -250,7 +246,11 @@ class ModelSpec:
         return self.pattern
 
     def problem(self, params: dict[str, Any]) -> str | None:
-        """What :attr:`check` finds wrong with the resolved ``params``, on one line, or ``None``."""
+        """What is wrong with ``params`` together (heads vs width, then :attr:`check`), one line, or None."""
+        heads, width = params.get("num_heads"), params.get("d_model")
+        if type(heads) is int and type(width) is int and heads > 0 and width % heads:
+            return (f"num_heads={heads} does not divide d_model={width} (each head gets d_model / num_heads "
+                    f"dimensions): pick num_heads among {[h for h in range(1, width + 1) if width % h == 0][:8]}")
         if self.check is None:
             return None
         try:

@@ -166,3 +166,18 @@ def test_model_kind_defaults_per_family_and_is_checked():
         ModelSpec("d", "rnn", build, kind="fancy")
     with pytest.raises(ValueError, match=r"kind='modern'; valid: none for family 'cnn'"):
         ModelSpec("e", "cnn", build, kind="modern")
+
+
+def test_heads_that_do_not_split_the_width_are_refused_before_any_cell():
+    """num_heads must divide d_model: the suite config says so on one line with valid choices,
+    instead of every such cell failing at build time."""
+    from benchmarks.config.schema import ConfigError
+    from benchmarks.config.suite import validate_suite
+
+    cfg = {"suite": "t", "seeds": 1, "cells": [{"task": "pos_tagging", "dataset": "synthetic", "models": ["transformer"],
+                                                "model_params": {"transformer": {"d_model": 16, "num_heads": 3}}}]}
+    with pytest.raises(ConfigError, match=r"model_params\.transformer: num_heads=3 does not divide d_model=16 .*"
+                                          r"pick num_heads among \[1, 2, 4, 8, 16\]"):
+        validate_suite(cfg)
+    cfg["cells"][0]["model_params"]["transformer"]["num_heads"] = 4
+    validate_suite(cfg)
