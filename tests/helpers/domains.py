@@ -35,3 +35,25 @@ SPEECH_FRAMES = {**SPEECH_DATA, "min_frames": 120, "max_frames": 200, "min_gap":
 
 # ----------------------------------------------------------------------------- vision
 VISION_DATA = dict(num_train=256, num_val=64, num_test=64, batch_size=32)
+
+
+# ----------------------------------------------------------------------------- one small cell, built
+def build_small(task_name: str, dataset: str, model: str, cache_dir: str, *, data_params: dict,
+                model_params: dict, module_params: dict | None = None):
+    """``(task module around ``model`` built with ``model_params`` over its registered defaults,
+    the task's synthetic ``dataset`` set up for fit with ``data_params``)``, seeded as a cell is
+    (data seed 0, then ``torch.manual_seed(0)`` before the network), with the task's module
+    defaults updated by ``module_params``: the one builder the sync, CUDA and FLOPs checks share."""
+    import torch
+
+    from tasks.common.registry import get_task
+
+    task = get_task(task_name)
+    dspec = task.datasets.get(dataset)
+    dm = dspec.build(None, cache_dir, 0, **{**dspec.params, **data_params})
+    dm.prepare_data()
+    dm.setup("fit")
+    torch.manual_seed(0)
+    spec = task.models.get(model)
+    net = spec.build(dm.info, **{**spec.params, **model_params})
+    return task.make_module(net, dm.info, **{**task.module_params, **(module_params or {})}), dm

@@ -17,7 +17,7 @@ import torch
 
 from tasks.common.registry import get_task
 from tests.helpers.domains import (GRAPHS_DATA as SMALL_SBM, POS_DATA, POS_MODELS, SPEECH_DATA, SPEECH_FRAMES,
-                                   TRANSLATION_DATA, TRANSLATION_MODELS, VISION_DATA)
+                                   TRANSLATION_DATA, TRANSLATION_MODELS, VISION_DATA, build_small)
 
 DEVICE = "cuda"
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
@@ -52,16 +52,10 @@ def _setup(task_name: str, dataset: str, model: str, cache_dir: str) -> tuple[An
 
     The schedule is switched off (``scheduler="none"``, no warm-up) so ``configure_optimizers``
     returns the task's bare optimiser without a Trainer; everything else is the task's default."""
-    task = get_task(task_name)
     data_params, model_params = next((p, m) for d, p, m in SMALL[task_name] if d == dataset)
-    spec = task.datasets.get(dataset)
-    dm = spec.build(None, cache_dir, 0, **{**spec.params, **data_params})
-    dm.prepare_data()
-    dm.setup("fit")
-    torch.manual_seed(0)
-    mspec = task.models.get(model)
-    net = mspec.build(dm.info, **{**mspec.params, **model_params.get(model, {})})
-    module = task.make_module(net, dm.info, **{**task.module_params, "scheduler": "none", "warmup_steps": 0})
+    module, dm = build_small(task_name, dataset, model, cache_dir, data_params=data_params,
+                             model_params=model_params.get(model, {}),
+                             module_params={"scheduler": "none", "warmup_steps": 0})
     module.to(DEVICE).train()
     batch = module.transfer_batch_to_device(next(iter(dm.train_dataloader())), torch.device(DEVICE), 0)
     return module, batch

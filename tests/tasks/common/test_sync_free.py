@@ -26,7 +26,7 @@ import torch
 
 from tasks.common.registry import ModelSpec, get_task
 from tests.helpers.domains import (GRAPHS_DATA, POS_DATA, POS_MODELS, SPEECH_DATA, SPEECH_FRAMES, TRANSLATION_DATA,
-                                   TRANSLATION_MODELS, VISION_DATA)
+                                   TRANSLATION_MODELS, VISION_DATA, build_small)
 from tests.helpers.sync import SyncCounter, count_syncs
 
 #: task -> [(synthetic dataset, small data parameters)]: speech has both task forms
@@ -72,16 +72,10 @@ def _cases(family: str | None = None) -> list:
 
 def build(task_name: str, dataset: str, model: str, cache_dir: str) -> tuple[Any, Any]:
     """``(task module around the small model, its synthetic DataModule)``."""
-    task = get_task(task_name)
+    spec = get_task(task_name).models.get(model)
     data_params = dict(next(p for d, p in DATASETS[task_name] if d == dataset))
-    dspec = task.datasets.get(dataset)
-    dm = dspec.build(None, cache_dir, 0, **{**dspec.params, **data_params})
-    dm.prepare_data()
-    dm.setup("fit")
-    torch.manual_seed(0)
-    spec = task.models.get(model)
-    net = spec.build(dm.info, **small_params(task_name, spec))
-    return task.make_module(net, dm.info, **task.module_params), dm
+    return build_small(task_name, dataset, model, cache_dir, data_params=data_params,
+                       model_params=small_params(task_name, spec))
 
 
 def _counted(counter: SyncCounter, fn: Any, locate: bool, calls: list[int] | None = None) -> Any:
