@@ -56,7 +56,12 @@ class RecurrenceContext(nn.Module):
         return self.drop(self.encoder(self.proj(x), key_padding_mask=mask))  # (B, L, d_model)
 
 
-@register_model(family="rnn", kind="modern", in_all=False)
+def _check_cell(params: Mapping[str, Any]) -> None:
+    """The suite config's check: an unknown ``cell`` is refused before any cell runs."""
+    recurrence_params(params["cell"], params.get("d_state"))
+
+
+@register_model(family="rnn", kind="modern", in_all=False, check=_check_cell)
 def modern_rnn(data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: int = 32, char_out: int = 64,
                emb_dropout: float = 0.3, cell: str = "mingru", d_model: int = 256, d_state: int | None = None,
                num_layers: int = 2, dropout: float = 0.2) -> Tagger:

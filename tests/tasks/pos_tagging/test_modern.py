@@ -89,3 +89,13 @@ def test_classic_models_keep_one_group(task, syn, name):
     assert len(groups) == 1
     assert [id(p) for p in groups[0]["params"]] == [id(p) for p in module.parameters() if p.requires_grad]
     assert (groups[0]["lr"], groups[0]["weight_decay"]) == (3e-3, 0.05)
+
+
+def test_a_bad_cell_is_refused_by_the_suite_config_before_any_cell():
+    from benchmarks.config.schema import ConfigError
+    from benchmarks.config.suite import validate_suite
+
+    cfg = {"suite": "t", "seeds": 1, "cells": [{"task": "pos_tagging", "dataset": "synthetic", "models": ["modern_rnn"],
+                                                "model_params": {"modern_rnn": {"cell": "gru"}}}]}
+    with pytest.raises(ConfigError, match=r"model_params\.modern_rnn: cell='gru'; valid: mingru, minlstm, s4d"):
+        validate_suite(cfg)
