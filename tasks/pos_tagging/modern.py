@@ -1,67 +1,20 @@
 """Modern-recurrence tagger (issue 31): the shared :class:`TokenEmbedder` -> a bidirectional
-:class:`attn_core.recurrent.RecurrentEncoder` -> ``Linear`` to the tags.
-
-``cell`` picks the recurrence from the :mod:`attn_core.recurrent` registry: ``mingru`` /
-``minlstm`` (``min_rnn`` with kind gru/lstm), ``s4d``, ``mamba2``, ``lru``. Bidirectional =
-:class:`attn_core.recurrent.Bidirectional`, two causal passes, one reversed within each
-sentence's length, so padding never reaches a real word. Family ``rnn``, kind ``modern``.
+recurrence (:class:`tasks.common.recurrence.RecurrenceContext`, ``cell``: mingru, minlstm,
+s4d, mamba2, lru) -> ``Linear`` to the tags. Family ``rnn``, kind ``modern``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from torch import Tensor, nn
-
-from attn_core.recurrent import RecurrentEncoder
+from tasks.common.recurrence import RecurrenceContext, check_cell
 from tasks.common.registry import register_model
 from tasks.pos_tagging.models import Tagger
 
-__all__ = ["CELLS", "RecurrenceContext", "recurrence_params", "modern_rnn"]
-
-#: ``cell`` -> (registered recurrence, its fixed params, the name of its state-size param)
-CELLS: dict[str, tuple[str, dict[str, Any], str]] = {
-    "mingru": ("min_rnn", {"kind": "gru"}, "hidden_size"),
-    "minlstm": ("min_rnn", {"kind": "lstm"}, "hidden_size"),
-    "s4d": ("s4d", {}, "d_state"),
-    "mamba2": ("mamba2", {}, "d_state"),
-    "lru": ("lru", {}, "hidden_size"),
-}
+__all__ = ["modern_rnn"]
 
 
-def recurrence_params(cell: str, d_state: int | None) -> tuple[str, dict[str, Any]]:
-    """``(recurrence name, params)`` for ``cell``; ``d_state`` (None: the recurrence's default)
-    is passed as the recurrence's state size (``hidden_size`` or ``d_state``)."""
-    if cell not in CELLS:
-        raise ValueError(f"cell={cell!r}; valid: {', '.join(CELLS)}")
-    name, fixed, state_key = CELLS[cell]
-    return name, {**fixed, **({} if d_state is None else {state_key: int(d_state)})}
-
-
-class RecurrenceContext(nn.Module):
-    """Linear to ``d_model`` -> ``num_layers`` bidirectional blocks of recurrence ``cell``
-    (padded positions stay zero) -> dropout."""
-
-    def __init__(self, d_in: int, *, cell: str = "mingru", d_model: int = 256, d_state: int | None = None,
-                 num_layers: int = 2, dropout: float = 0.2) -> None:
-        super().__init__()
-        name, params = recurrence_params(cell, d_state)
-        self.proj = nn.Linear(d_in, d_model)
-        self.encoder = RecurrentEncoder(name, d_model, num_layers, bidirectional=True, dropout=dropout,
-                                        params=params)
-        self.drop = nn.Dropout(dropout)
-        self.out_dim = d_model
-
-    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        return self.drop(self.encoder(self.proj(x), key_padding_mask=mask))  # (B, L, d_model)
-
-
-def _check_cell(params: Mapping[str, Any]) -> None:
-    """The suite config's check: an unknown ``cell`` is refused before any cell runs."""
-    recurrence_params(params["cell"], params.get("d_state"))
-
-
-@register_model(family="rnn", kind="modern", in_all=False, check=_check_cell)
+@register_model(family="rnn", kind="modern", in_all=False, check=check_cell)
 def modern_rnn(data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: int = 32, char_out: int = 64,
                emb_dropout: float = 0.3, cell: str = "mingru", d_model: int = 256, d_state: int | None = None,
                num_layers: int = 2, dropout: float = 0.2) -> Tagger:

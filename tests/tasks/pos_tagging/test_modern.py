@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tasks.pos_tagging.modern import CELLS
+from tasks.common.recurrence import CELLS
 from tests.helpers.domains import POS_EMB
 from tests.helpers.training import train_loop
 
