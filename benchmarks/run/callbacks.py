@@ -149,6 +149,10 @@ def callbacks_module():
                 return None if v is None else float(v)
 
             val = get(f"val/{self.metric}")
+            # this epoch's training loss: the module's own epoch mean where it keeps one (one
+            # process); callback_metrics holds a training epoch's values only after validation
+            mine = getattr(pl_module, "epoch_means", {}).get("train", {}).get("loss")
+            train_loss = float(mine) if mine is not None else get("train/loss")
             if val is not None and (
                 self.best is None or (val > self.best if self.mode == "max" else val < self.best)
             ):
@@ -156,7 +160,7 @@ def callbacks_module():
             self.curve.append(
                 {
                     "epoch": trainer.current_epoch,
-                    "train_loss": get("train/loss"),
+                    "train_loss": train_loss,
                     "val_loss": get("val/loss"),
                     "val_metric": val,
                     "time_s": round(time.perf_counter() - self._fit_start, 3),
