@@ -105,6 +105,14 @@ def _pipe_closed() -> int:
     return EXIT_PIPE
 
 
+def _quiet_third_party() -> None:
+    """Warnings of libraries at import that a user can do nothing about: torch_geometric
+    scripts a class with ``torch.jit.script``, which torch deprecates."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r".*`torch\.jit\.script` is deprecated.*", category=FutureWarning)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 success, 1 a run with failed cells or an unexpected error (one line; set
     ``ATTNBENCH_DEBUG=1`` for the traceback), 2 a usage, config or input error, 130 interrupted
@@ -119,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     from benchmarks.config.schema import ConfigError
 
+    _quiet_third_party()
     _Interrupted.signum = None
     old = _install_signal_handlers()
     try:

@@ -291,6 +291,7 @@ def quiet_lightning():
         warnings.filterwarnings("ignore", message=".*`isinstance\\(treespec, LeafSpec\\)` is deprecated.*")
         warnings.filterwarnings("ignore", message=".*GPU available but not used.*")
         warnings.filterwarnings("ignore", message=".*tensorboardX.*")
+        warnings.filterwarnings("ignore", message=r".*`torch\.jit\.script` is deprecated.*")  # torch_geometric's import
         # a machine with Slurm's tools installed: the advice is for jobs meant to run under srun
         warnings.filterwarnings("ignore", message=".*The `srun` command is available on your system.*")
         try:

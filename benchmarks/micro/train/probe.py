@@ -21,7 +21,10 @@ bare loop (:mod:`.bare`) can run the same network over the same batches without 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import sys
 import time
 from typing import Any
 
@@ -33,6 +36,29 @@ from benchmarks.micro.train.syncs import SyncCounter
 __all__ = ["StepProbe", "probed_cell", "busy_fraction", "top_ops"]
 
 PHASES = ("warmup", "timed", "syncs", "profile")
+
+
+@contextlib.contextmanager
+def _native_stderr_muted():
+    """Silence file descriptor 2 inside the ``with``: on a CUDA build of torch without a GPU the
+    profiler's native code logs at every start/stop (``profiler_start``, ``gpuGetDeviceCount failed``)
+    and pause/resume ("Toggling CPU activity with GPU activity on ..."; one per step where an epoch
+    is one batch: graphs); Python's ``warnings`` cannot catch them."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _toggle(prof: Any, on: bool) -> None:
+    """Resume (``on``) or pause ``prof``'s collection, without its native warning."""
+    with _native_stderr_muted():
+        prof.toggle_collection_dynamic(on, prof.activities)
 
 
 def busy_fraction(prof: Any, wall_s: float) -> float | None:
@@ -114,10 +140,11 @@ class StepProbe(L.Callback):
             if self.prof is None:
                 acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if self.cuda else [])
                 self.prof = torch.profiler.profile(activities=acts)
-                self.prof.start()
+                with _native_stderr_muted():
+                    self.prof.start()
                 self._prof_running = True
             elif self._pt0 is None:
-                self.prof.toggle_collection_dynamic(True, self.prof.activities)
+                _toggle(self.prof, True)
             if self._pt0 is None:
                 self._pt0 = time.perf_counter()
 
@@ -146,7 +173,8 @@ class StepProbe(L.Callback):
     def on_fit_end(self, trainer, pl_module) -> None:
         self._close_all()
         if self._prof_running:  # training ended inside the profiled steps, between two epochs
-            self.prof.stop()
+            with _native_stderr_muted():
+                self.prof.stop()
             self._prof_running = False
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
@@ -171,10 +199,11 @@ class StepProbe(L.Callback):
         self.prof_wall_s += time.perf_counter() - self._pt0
         self._pt0 = None
         if final:
-            self.prof.stop()
+            with _native_stderr_muted():
+                self.prof.stop()
             self._prof_running = False
         else:
-            self.prof.toggle_collection_dynamic(False, self.prof.activities)
+            _toggle(self.prof, False)
 
     def _close_all(self) -> None:
         if self._seg is not None:
