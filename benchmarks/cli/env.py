@@ -9,6 +9,7 @@ import argparse
 import json
 from typing import Any
 
+from benchmarks.run import budget as B
 from benchmarks.run import fingerprint as F
 def add_env(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("env", help="this machine as a record would describe it, with a fresh speed fingerprint")
@@ -48,7 +49,7 @@ def collect(device: str | None, precision: str, threads: int | None, seconds: fl
     fp = F.measure(dev.split(":")[0] if dev.startswith("cuda") else "cpu", F.dtype_for(precision), threads,
                    seconds if seconds is not None else (F.configured_seconds() or F.DEFAULT_SECONDS))
     env = environment(dev, fingerprint=fp)
-    scales = {name: round(F.scale_factor(fp, ref), 4) for name, ref in F.REFERENCES.items() if F.comparable(fp, ref)}
+    scales = {name: round(B.scale_factor(fp, ref), 4) for name, ref in B.REFERENCES.items() if B.comparable(fp, ref)}
     return {**env, "calibrated_budget_scale": scales}
 
 

@@ -74,7 +74,7 @@ TRAINER_FIELDS = {
                        doc="optimiser steps at most (-1: no limit)"),
     "max_time_s": Field("any", None, nullable=True, test=budget_ok, expect=BUDGET_EXPECT,
                         doc="time budget per cell: wall-clock seconds, or {seconds, reference}: seconds on a "
-                        "reference machine, scaled by this machine's speed fingerprint (benchmarks/run/fingerprint.py)"),
+                        "reference machine, scaled by this machine's speed fingerprint (benchmarks/run/budget.py)"),
     "early_stopping_patience": Field("int", None, nullable=True, minimum=1, doc="epochs without improvement; null: off"),
     "min_epochs": Field("int", 1, minimum=0),
     "precision": Field("str", "32-true", choices=("32-true", "32", "bf16-mixed", "16-mixed", "64-true", "bf16-true")),

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks.run import budget as B
 from benchmarks.run import fingerprint as F
 from benchmarks.run import records as R
 REFERENCE = "cpu-2core-amd-epyc-avx2"
@@ -70,7 +71,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     within +-TOLERANCE."""
     out = {}
     for kind in ("raw", "calibrated"):
-        epochs = {str(r["threads"]): round(r["epochs"], 3) for r in runs if F.is_calibrated(r["budget"]) == (kind == "calibrated")}
+        epochs = {str(r["threads"]): round(r["epochs"], 3) for r in runs if B.is_calibrated(r["budget"]) == (kind == "calibrated")}
         lo, hi = min(epochs.values()), max(epochs.values())
         ratio = hi / lo if lo > 0 else None
         out[kind] = {"epochs_by_threads": epochs, "max_over_min": None if ratio is None else round(ratio, 3),
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                 r = runs[-1]
                 print(f"threads={t} budget={json.dumps(budget)}: {r['epochs']:.2f} epochs in {r['train_time_s']:.1f} s "
                       f"(cap {r['stop']['time_cap_s']} s; {F.format_fingerprint(r['fingerprint'])})", flush=True)
-    doc = {"benchmark": "budgets", "environment": R.environment("cpu"), "reference": {REFERENCE: F.REFERENCES[REFERENCE]},
+    doc = {"benchmark": "budgets", "environment": R.environment("cpu"), "reference": {REFERENCE: B.REFERENCES[REFERENCE]},
            "seconds": args.seconds, "cell": {"name": args.cell, **CELLS[args.cell]}, "runs": runs, "summary": summarise(runs)}
     R.write_json_atomic(args.out / "bench_budgets.json", doc)
     for kind, s in doc["summary"].items():

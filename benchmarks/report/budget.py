@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable, Iterable
 
-from benchmarks.run.fingerprint import comparable, format_fingerprint, scale_factor
+from benchmarks.run.budget import comparable, scale_factor
+from benchmarks.run.fingerprint import format_fingerprint
 
 #: the leaderboard's marker on a model some of whose seeds were ended by the time cap
 TIME_CAP_MARK = "†"

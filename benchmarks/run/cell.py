@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.run import budget as B
 from benchmarks.run import fingerprint as F
 from benchmarks.run.flops import FLOPS_RULE, flops_per_sample
 from benchmarks.run import records as R
@@ -70,7 +71,7 @@ def _trainer_kwargs(cell: Cell, opts: RunOptions, ckpt_dir: Path, time_cap_s: fl
     )
     from benchmarks.run import distributed as D
     kw.update(D.strategy_kwargs(kw["accelerator"], kw["devices"]))  # DDP for a multi-device cell; {} for one device
-    if time_cap_s:  # max_time_s in seconds on this machine (F.cell_budget)
+    if time_cap_s:  # max_time_s in seconds on this machine (B.cell_budget)
         kw["max_time"] = dt.timedelta(seconds=time_cap_s)
     return kw
 
@@ -129,7 +130,7 @@ def new_record(cell: Cell, suite: str) -> dict[str, Any]:
         "epochs_run": 0,
         "cost": {},
         "curve": [],
-        "stop": None,  # what ended training (F.stop_block)
+        "stop": None,  # what ended training (B.stop_block)
         "data": None,
         "extras": {},
         "config": cell.config,
@@ -237,7 +238,7 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
             patience = cell.config["trainer"]["early_stopping_patience"]
             if patience:
                 callbacks.append(EarlyStopping(monitor=metric_key, mode=task.mode, patience=patience))
-            time_cap_s, calibration = F.cell_budget(cell.config["trainer"].get("max_time_s"), fingerprint)
+            time_cap_s, calibration = B.cell_budget(cell.config["trainer"].get("max_time_s"), fingerprint)
             trainer = L.Trainer(callbacks=callbacks, **_trainer_kwargs(cell, opts, ckpt_dir, time_cap_s))
             device = str(trainer.strategy.root_device)
 
@@ -246,7 +247,7 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
             t0 = time.perf_counter()
             trainer.fit(module, datamodule=dm)
             fit_time = time.perf_counter() - t0
-            rec["stop"] = F.stop_block(trainer, time_cap_s, calibration)
+            rec["stop"] = B.stop_block(trainer, time_cap_s, calibration)
             if not ckpt.best_model_path:
                 raise CellFailure(f"no validation metric {metric_key!r} was logged, so no best checkpoint exists")
             test_out = trainer.test(module, datamodule=dm, ckpt_path=ckpt.best_model_path, verbose=False)

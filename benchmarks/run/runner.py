@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.run import fingerprint as F
+from benchmarks.run.budget import cell_timeout
 from benchmarks.run import records as R
 from benchmarks.config.suite import Cell, expand, resolve_device
 
@@ -119,14 +120,6 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
 def run_cells(cells: list, opts: RunOptions) -> list:
     """The cells this run is for: all, or those of ``opts.only_tasks``."""
     return [c for c in cells if opts.only_tasks is None or c.task in opts.only_tasks]
-
-
-def cell_timeout(config: dict[str, Any], fingerprint: dict[str, Any] | None = None) -> float | None:
-    """Wall limit of a cell's process: its time budget with room for data, testing and a slow
-    start (2x + 10 min); none for a cell without ``max_time_s`` (it ends by its epochs). A
-    calibrated budget is scaled by ``fingerprint`` (without one: 4x its reference seconds)."""
-    budget = (config.get("trainer") or {}).get("max_time_s")
-    return 2 * F.expected_seconds(budget, fingerprint) + 600 if budget else None
 
 
 def run_micro_benchmarks(cfg: dict[str, Any], opts: RunOptions) -> list[str]:

@@ -8,11 +8,13 @@ import json
 
 import pytest
 
+from benchmarks.run import budget as B
 from benchmarks.run import fingerprint as F
 from benchmarks.run import records as R
 from benchmarks.report import budget as report_budget
 from benchmarks.cli import main
-from benchmarks.run.runner import RunOptions, cell_timeout, run_suite
+from benchmarks.run.budget import cell_timeout
+from benchmarks.run.runner import RunOptions, run_suite
 from benchmarks.config.schema import ConfigError
 from benchmarks.config.suite import expand, validate_suite
 from tests.helpers import toy_task
@@ -27,7 +29,7 @@ def _short_fingerprint(monkeypatch):
 
 def _fp(factor: float) -> dict:
     """A fingerprint ``factor`` times as fast as the reference on every rate."""
-    ref = F.REFERENCES[REF]
+    ref = B.REFERENCES[REF]
     return {"device": "cpu", "dtype": "float32", **{k: ref[k] * factor for k in F.RATES}}
 
 
@@ -38,22 +40,22 @@ def _suite(trainer: dict, cell_trainer: dict | None = None, models=("linear",)) 
 
 # ----------------------------------------------------------------------------- arithmetic
 def test_scale_is_the_geometric_mean_of_reference_over_this_machine():
-    assert F.scale_factor(_fp(0.5), F.REFERENCES[REF]) == pytest.approx(2.0)  # half as fast: twice the time
-    assert F.scale_factor(_fp(4.0), F.REFERENCES[REF]) == pytest.approx(0.25)
-    ref = F.REFERENCES[REF]
+    assert B.scale_factor(_fp(0.5), B.REFERENCES[REF]) == pytest.approx(2.0)  # half as fast: twice the time
+    assert B.scale_factor(_fp(4.0), B.REFERENCES[REF]) == pytest.approx(0.25)
+    ref = B.REFERENCES[REF]
     mixed = {"matmul_gflops": ref["matmul_gflops"] * 2, "conv_gflops": ref["conv_gflops"] / 2,
              "lstm_steps_per_s": ref["lstm_steps_per_s"] / 8}
-    assert F.scale_factor(mixed, ref) == pytest.approx((0.5 * 2 * 8) ** (1 / 3))  # stored without the step rate
+    assert B.scale_factor(mixed, ref) == pytest.approx((0.5 * 2 * 8) ** (1 / 3))  # stored without the step rate
     # kernels and a whole training step weigh half each: kernels 2x slower, steps 8x slower -> 4x
     half = {**_fp(0.5), "train_steps_per_s": ref["train_steps_per_s"] / 8}
-    assert F.scale_factor(half, ref) == pytest.approx((2 * 8) ** 0.5)
-    assert "train_steps_per_s at equal weight" in F.resolve_budget({"seconds": 1, "reference": REF}, half)[1]["rule"]
-    seconds, detail = F.resolve_budget({"seconds": 420, "reference": REF}, _fp(0.5))
+    assert B.scale_factor(half, ref) == pytest.approx((2 * 8) ** 0.5)
+    assert "train_steps_per_s at equal weight" in B.resolve_budget({"seconds": 1, "reference": REF}, half)[1]["rule"]
+    seconds, detail = B.resolve_budget({"seconds": 420, "reference": REF}, _fp(0.5))
     assert seconds == pytest.approx(840) and detail["scale"] == pytest.approx(2.0) and detail["reference_s"] == 420
-    assert F.resolve_budget(420.0, _fp(0.5)) == (420.0, None)  # a raw cap is never scaled
-    assert F.resolve_budget(None, None) == (None, None)
+    assert B.resolve_budget(420.0, _fp(0.5)) == (420.0, None)  # a raw cap is never scaled
+    assert B.resolve_budget(None, None) == (None, None)
     with pytest.raises(ValueError, match="lstm_steps_per_s"):
-        F.scale_factor({**_fp(1), "lstm_steps_per_s": None}, ref)
+        B.scale_factor({**_fp(1), "lstm_steps_per_s": None}, ref)
 
 
 def test_cell_timeout_follows_the_scaled_budget():
@@ -112,7 +114,7 @@ def test_every_record_says_what_ended_training(tmp_path):
     assert stops["early_stopping"]["at_epoch"] >= 2 and stops["early_stopping"]["epochs"] < 40
     capped = stops["time_cap"]
     assert capped["time_cap_hit"] and capped["epochs"] < 100_000 and capped["calibration"]["fingerprint"] == "run"
-    scale = F.scale_factor(manifest_fp, F.REFERENCES[REF])
+    scale = B.scale_factor(manifest_fp, B.REFERENCES[REF])
     assert capped["time_cap_s"] == pytest.approx(0.5 * scale, abs=1e-3)
 
 
