@@ -22,18 +22,20 @@ from benchmarks.report.results import (
     BASELINE_FAMILIES,
     CONFIDENCE,
     METRIC_BOUNDS,
+    MODERN_RNN,
     Analysis,
     Comparison,
     Group,
     ModelResult,
     ReportError,
     Warn,
+    baseline_family,
     dataset_label,
     group_title,
     short_commit,
 )
 
-__all__ = ["analyse", "group_of", "manifest_cells", "result_roots"]
+__all__ = ["analyse", "group_of", "manifest_cells", "result_roots", "best_of", "compare_models", "comparisons"]
 
 
 def _sort_key_seed(s: Any) -> tuple:
@@ -137,7 +139,8 @@ def _add_record(models: dict[tuple, ModelResult], gkey: tuple, rec: dict[str, An
     model = str(rec.get("model"))
     m = models.get((*gkey, model))
     if m is None:
-        m = models[(*gkey, model)] = ModelResult(*gkey, model, str(rec.get("family") or "other"), rec.get("pattern"))
+        m = models[(*gkey, model)] = ModelResult(*gkey, model, str(rec.get("family") or "other"), rec.get("pattern"),
+                                                 kind=rec.get("kind"))
     if rec.get("family") and rec["family"] != m.family:
         warn("inconsistent", f"{rel(rec)}: family {rec['family']!r} differs from {m.family!r} in other records")
     status = rec.get("status")
@@ -230,7 +233,7 @@ def group_of(records: Iterable[dict[str, Any]], metric: str, mode: str = "max", 
     gmodels = list(models.values())
     _rank(gmodels, metric, mode, confidence, lambda kind, msg: None, "/".join(gkey), False, lambda r: "?")
     g = Group(*gkey, metric, mode, gmodels, base_dataset=gkey[2])
-    g.comparisons = [_compare(g, fam, confidence) for fam in BASELINE_FAMILIES]
+    g.comparisons = comparisons(g, confidence)
     return g
 
 
@@ -291,7 +294,8 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
         base_of.setdefault((suite, task, ds), (str(c.get("dataset")), frac))
         m = models.get((suite, task, ds, model))
         if m is None:
-            m = models[(suite, task, ds, model)] = ModelResult(suite, task, ds, model, str(c.get("family") or "other"), c.get("pattern"))
+            m = models[(suite, task, ds, model)] = ModelResult(suite, task, ds, model, str(c.get("family") or "other"),
+                                                               c.get("pattern"), kind=c.get("kind"))
         m.missing.append(c)
         warn("missing", f"{_cell_label(task, ds, model, c.get('seed'), suite if multi else None)} "
                         f"(cell {c['cell_id']}): in the suite manifest, no result record")
@@ -322,7 +326,7 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
         _warn_checksums(recs, ds, where_g, warn)
         base, frac = base_of.get(gkey, (ds, 1.0))
         g = Group(suite, task, ds, metric, mode, gmodels, base_dataset=base, train_fraction=frac)
-        g.comparisons = [_compare(g, fam, confidence) for fam in BASELINE_FAMILIES]
+        g.comparisons = comparisons(g, confidence)
         groups.append(g)
 
     _warn_records(records, groups, multi, warn, rel)
@@ -367,25 +371,40 @@ def _warn_records(records: list[dict[str, Any]], groups: list[Group], multi: boo
         warn("commits", f"{dirty} of {len(records)} records were run from a working tree with uncommitted changes (git_dirty)")
 
 
-def _compare(g: Group, fam: str, confidence: float) -> Comparison:
-    def best(family: str) -> ModelResult | None:
-        cands = [m for m in g.models if m.family == family and m.values]
-        return cands[0] if cands else None  # g.models is ranked
+def best_of(g: Group, family: str) -> ModelResult | None:
+    """The group's best model with results in ``family`` (a :func:`baseline_family` name)."""
+    cands = [m for m in g.models if baseline_family(m) == family and m.values]
+    return cands[0] if cands else None  # g.models is ranked
 
+
+def compare_models(g: Group, a: ModelResult, b: ModelResult, confidence: float) -> tuple[stats.Difference, str]:
+    """``a - b`` in the group's metric (paired over common seeds, else Welch), clipped to the
+    metric's range, and the verdict for ``a``."""
+    diff = stats.compare(a.values, b.values, a.seeds, b.seeds, confidence=confidence)
+    diff = diff.clip(stats.difference_bounds(METRIC_BOUNDS.get(g.metric)))
+    return diff, stats.verdict(diff, g.mode)
+
+
+def comparisons(g: Group, confidence: float) -> list[Comparison]:
+    """The best attention model against the best of each baseline family, plus the modern
+    recurrences where the group ran one."""
+    fams = BASELINE_FAMILIES + ((MODERN_RNN,) if any(baseline_family(m) == MODERN_RNN for m in g.models) else ())
+    return [_compare(g, fam, confidence) for fam in fams]
+
+
+def _compare(g: Group, fam: str, confidence: float) -> Comparison:
     def absent(family: str) -> str:
-        present = [m for m in g.models if m.family == family]
+        present = [m for m in g.models if baseline_family(m) == family]
         if not present:
             return f"no {family} baseline run" if family != "attention" else "no attention model run"
         return f"no successful {family} run ({', '.join(m.model for m in present)}: every seed failed, is missing or has no test metric)"
 
-    att, base = best("attention"), best(fam)
+    att, base = best_of(g, "attention"), best_of(g, fam)
     if att is None:
         return Comparison(fam, None, base, None, None, absent("attention"))
     if base is None:
         return Comparison(fam, att, None, None, None, absent(fam))
-    diff = stats.compare(att.values, base.values, att.seeds, base.seeds, confidence=confidence)
-    diff = diff.clip(stats.difference_bounds(METRIC_BOUNDS.get(g.metric)))
-    v = stats.verdict(diff, g.mode)
+    diff, v = compare_models(g, att, base, confidence)
     return Comparison(fam, att, base, diff, v, _comparison_sentence(att, base, diff, v, g))
 
 

@@ -1,6 +1,6 @@
 """The report's assembly: :func:`write_report` puts the sections in order (environment,
-overview, per group its leaderboard, test sets, comparisons, plots and domain sections, the
-micro-benchmarks, data-size sweeps, warnings) and writes ``REPORT.md``, ``report.html``,
+overview, per group its leaderboard, test sets, comparisons, plots and domain sections, attention
+variants, modern recurrence, the micro-benchmarks, data-size sweeps, warnings) and writes ``REPORT.md``, ``report.html``,
 ``summary.csv`` and ``plots/*.png``."""
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from benchmarks.report.micro import (
     find_bench_complexity,
 )
 from benchmarks.report.plots import plot_curves, plot_datasize, plot_quality_vs, train_size
+from benchmarks.report.recurrence import recurrence_blocks
 from benchmarks.report.results import CONFIDENCE, METRIC_BOUNDS, Analysis, Group, ReportError, Warn, group_title
 from benchmarks.report.sections import bench_blocks, extras_blocks, load_sections
 from benchmarks.report.tables import (
@@ -209,6 +210,7 @@ def write_report(
     for g in an.groups:
         blocks += _group_blocks(g, an, plots_dir, out, written, warn)
     blocks += variants_blocks(an, plots_dir, written)  # only when a domain ran an efficient attention pattern
+    blocks += recurrence_blocks(an)  # only when a domain ran a modern recurrence
 
     bench = find_bench_attention(bench_dirs if bench_dirs is not None else bench_candidate_dirs(root))
     if bench is not None:

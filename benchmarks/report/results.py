@@ -15,12 +15,15 @@ from benchmarks.config.schema import ConfigError
 from tasks.common.registry import FAMILIES  # the one list (the registry checks every model's family)
 
 __all__ = [
-    "FAMILIES", "BASELINE_FAMILIES", "CONFIDENCE", "METRIC_BOUNDS", "Warn", "ReportError", "ModelResult",
+    "FAMILIES", "BASELINE_FAMILIES", "MODERN_RNN", "baseline_family", "CONFIDENCE", "METRIC_BOUNDS", "Warn", "ReportError", "ModelResult",
     "Comparison", "Group", "Analysis", "group_title", "dataset_label", "short_commit", "longest_input",
     "record_window", "effective_pattern",
 ]
 
 BASELINE_FAMILIES = ("rnn", "cnn")
+#: Family ``rnn`` with kind ``modern`` (minGRU, S4D, Mamba-2, LRU...): compared as a baseline of its
+#: own, so that the classic ``rnn`` comparison (LSTM/GRU) and its verdicts stay what they were.
+MODERN_RNN = "modern rnn"
 CONFIDENCE = 0.95
 
 #: Range of bounded metrics (as records store them): confidence intervals are clipped to it.
@@ -51,10 +54,17 @@ class ModelResult:
     seeds: list[Any] = field(default_factory=list)
     summary: stats.Summary | None = None
     cost: dict[str, Any] = field(default_factory=dict)
+    kind: str | None = None  # the family's kind where it has kinds (rnn: classic | modern)
 
     @property
     def mean(self) -> float | None:
         return None if self.summary is None else self.summary.mean
+
+
+def baseline_family(m: ModelResult) -> str:
+    """The baseline family a model competes in: its family, or :data:`MODERN_RNN` for an rnn of
+    kind ``modern``."""
+    return MODERN_RNN if m.family == "rnn" and m.kind == "modern" else m.family
 
 
 @dataclass

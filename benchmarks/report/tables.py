@@ -160,15 +160,18 @@ def verdict_label(c: Comparison) -> str:
 
 
 def overview_table(groups: Sequence[Group], multi: bool) -> Table:
-    """One row per group: metric, number of models, the best one and the verdicts."""
+    """One row per group: metric, number of models, the best one and the verdicts (a column
+    for the modern recurrences only when some group ran one)."""
+    extra = [f for g in groups for f in (c.baseline_family for c in g.comparisons) if f not in BASELINE_FAMILIES]
+    fams = list(BASELINE_FAMILIES) + list(dict.fromkeys(extra))
     rows = []
     for g in groups:
         ranked = g.ranked
         best = f"{ranked[0].model} ({fmt_metric(ranked[0].mean)})" if ranked else "–"
+        by = {c.baseline_family: c for c in g.comparisons}
         rows.append([group_title(g, multi), f"{g.metric} ({g.mode})", str(len(g.models)), best,
-                     *[verdict_label(c) for c in g.comparisons]])
-    return Table(["task / dataset", "metric", "models", "best (mean)",
-                  *[f"attention vs {f}" for f in BASELINE_FAMILIES]], rows)
+                     *[verdict_label(by[f]) if f in by else "–" for f in fams]])
+    return Table(["task / dataset", "metric", "models", "best (mean)", *[f"attention vs {f}" for f in fams]], rows)
 
 
 def summary_rows(an: Analysis) -> list[dict[str, Any]]:

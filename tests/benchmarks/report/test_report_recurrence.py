@@ -1,0 +1,67 @@
+"""Modern recurrences (family rnn, kind modern) in the report: their own comparison and
+section; the classic rnn comparison and its verdict never pick them."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import report
+from benchmarks.report.analysis import group_of
+from benchmarks.run.records import record_path, write_json_atomic
+from tests.helpers.records import cid as _cid
+from tests.helpers.records import make_record as _record
+
+# toy/synth, acc (max), seeds 0-2: the modern recurrence (s4d) beats everything, the LSTM loses
+RUNS = {"transformer": (0.80, 0.81, 0.83), "lstm": (0.60, 0.62, 0.61), "tcn": (0.70, 0.72, 0.71),
+        "s4d": (0.90, 0.91, 0.93), "mingru": (0.85, 0.86, 0.84)}
+
+
+def _records(runs=RUNS) -> list[dict]:
+    out = []
+    for model, vals in runs.items():
+        for seed, v in enumerate(vals):
+            modern = model in ("s4d", "mingru")
+            rec = _record("toy", "synth", "lstm" if modern else model, seed, "acc", "max", v)
+            if modern:
+                rec.update(model=model, kind="modern", cell_id=_cid("toy", "synth", model, seed))
+            elif model == "lstm":
+                rec["kind"] = "classic"
+            out.append(rec)
+    return out
+
+
+def test_the_classic_rnn_comparison_ignores_modern_recurrences() -> None:
+    g = group_of(_records(), "acc")
+    by = {c.baseline_family: c for c in g.comparisons}
+    assert list(by) == ["rnn", "cnn", "modern rnn"]
+    assert by["rnn"].baseline.model == "lstm" and by["rnn"].verdict == "better"  # not s4d, which beats attention
+    assert by["modern rnn"].baseline.model == "s4d" and by["modern rnn"].verdict == "worse"
+    assert by["modern rnn"].difference.diff == pytest.approx((0.80 + 0.81 + 0.83 - 0.90 - 0.91 - 0.93) / 3)
+
+
+def test_without_modern_recurrences_nothing_changes(tmp_path) -> None:
+    recs = [r for r in _records() if r.get("kind") != "modern"]
+    g = group_of(recs, "acc")
+    assert [c.baseline_family for c in g.comparisons] == ["rnn", "cnn"]
+    for r in recs:
+        write_json_atomic(record_path(tmp_path / "res", r), r)
+    report.write_report(tmp_path / "res")
+    md = (tmp_path / "res" / "REPORT.md").read_text()
+    assert "## Modern recurrence" not in md and "attention vs modern rnn" not in md
+
+
+def test_section_compares_the_best_modern_recurrence_with_each_kind(tmp_path) -> None:
+    for r in _records():
+        write_json_atomic(record_path(tmp_path / "res", r), r)
+    report.write_report(tmp_path / "res")
+    md = (tmp_path / "res" / "REPORT.md").read_text()
+    assert "| attention vs rnn | attention vs cnn | attention vs modern rnn |" in md  # the overview's columns
+    sec = md[md.index("## Modern recurrence"):]
+    rows = [ln for ln in sec.splitlines() if ln.startswith("| toy")]
+    assert [r.split("|")[3].strip() for r in rows] == ["classic RNN", "attention", "CNN"]
+    for r, other, mean in zip(rows, ("lstm", "transformer", "tcn"), (0.61, 0.8133, 0.71)):
+        cells = [c.strip() for c in r.split("|")]
+        assert cells[2].startswith("s4d: 0.9133 [")
+        assert cells[4].startswith(f"{other}: {mean:.4g}")
+        assert float(cells[5]) == pytest.approx(0.9133333 - mean, abs=1e-3)
+        assert cells[7] == "better (n=3)"
