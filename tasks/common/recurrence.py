@@ -9,13 +9,14 @@ sequence's length, so padding never reaches a real position.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from torch import Tensor, nn
 
 from attn_core.recurrent import RecurrentEncoder
+from tasks.common.registry import register_preset
 
-__all__ = ["CELLS", "recurrence_params", "check_cell", "RecurrenceContext"]
+__all__ = ["CELLS", "recurrence_params", "check_cell", "register_cell_presets", "RecurrenceContext"]
 
 #: ``cell`` -> (registered recurrence, its fixed params, the name of its state-size param)
 CELLS: dict[str, tuple[str, dict[str, Any], str]] = {
@@ -39,6 +40,14 @@ def recurrence_params(cell: str, d_state: int | None) -> tuple[str, dict[str, An
 def check_cell(params: Mapping[str, Any]) -> None:
     """A registration's config check: an unknown ``cell`` is refused before any cell runs."""
     recurrence_params(params["cell"], params.get("d_state"))
+
+
+def register_cell_presets(base: Callable[..., Any], what: str) -> None:
+    """One preset of ``base`` (a domain's ``modern_rnn``) per cell, named after it (``mingru``,
+    ``s4d``, ...; ``in_all=False``, family and kind from ``base``): a suite lists the cells it
+    compares as models, and every record and report row names its recurrence."""
+    for cell in CELLS:
+        register_preset(cell, base, {"cell": cell}, in_all=False, description=f"{what}, {cell} cells")
 
 
 class RecurrenceContext(nn.Module):

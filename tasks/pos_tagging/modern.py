@@ -1,13 +1,14 @@
 """Modern-recurrence tagger (issue 31): the shared :class:`TokenEmbedder` -> a bidirectional
 recurrence (:class:`tasks.common.recurrence.RecurrenceContext`, ``cell``: mingru, minlstm,
-s4d, mamba2, lru) -> ``Linear`` to the tags. Family ``rnn``, kind ``modern``.
+s4d, mamba2, lru) -> ``Linear`` to the tags. Family ``rnn``, kind ``modern``; one preset per
+cell (``mingru``, ``s4d``, ...) so that a suite compares cells as models.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tasks.common.recurrence import RecurrenceContext, check_cell
+from tasks.common.recurrence import RecurrenceContext, check_cell, register_cell_presets
 from tasks.common.registry import register_model
 from tasks.pos_tagging.models import Tagger
 
@@ -23,3 +24,6 @@ def modern_rnn(data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: i
     return Tagger(*sizes, RecurrenceContext, word_dim=word_dim, char_dim=char_dim, char_out=char_out,
                   emb_dropout=emb_dropout, cell=cell, d_model=d_model, d_state=d_state, num_layers=num_layers,
                   dropout=dropout)
+
+
+register_cell_presets(modern_rnn, "bidirectional modern recurrence tagger")
