@@ -20,6 +20,11 @@ A plug-in adds a pattern without editing attnbench::
              temperature=1.0):
         ...
 
+What :class:`~attn_core.MultiHeadAttention` must know it asks the registration, never the name:
+a band pattern declares ``band="width"`` (its parameter holding the band's width) and
+``incremental=True``, and decoding then slices its band and keeps a rolling buffer of it; a
+pattern with another mask rule declares ``allows`` (and ``buffer`` for a rolling cache).
+
 ``kind="graph"`` patterns (``"graph"``) take node inputs and an ``edge_index`` instead:
 sequence-only callers refuse them through :func:`check_pattern`.
 """

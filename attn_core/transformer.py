@@ -124,7 +124,7 @@ class LayerConfig:
 _OPTIONS = tuple(f.name for f in fields(LayerConfig))
 
 
-def layer_config(d_model: int | LayerConfig, num_heads: int | None = None, **options: Any) -> LayerConfig:
+def _layer_config(d_model: int | LayerConfig, num_heads: int | None = None, **options: Any) -> LayerConfig:
     """The :class:`LayerConfig` of a constructor's arguments: ``d_model`` is one (``options``
     then override its fields) or its first field; an unknown option raises listing the valid ones."""
     for key, val in options.items():
@@ -138,7 +138,7 @@ def layer_config(d_model: int | LayerConfig, num_heads: int | None = None, **opt
 
 
 class _ResidualLayer(nn.Module):
-    """What both layers share: the argument checks, the feed-forward network, one
+    """What both layers share: their :class:`LayerConfig`, the feed-forward network, one
     ``norm{i}``/``dropout{i}`` per residual block (torch's names), the pre-/post-LN rule and the
     dropped-out attention call. A subclass builds its attention modules between
     :meth:`_init_common` and :meth:`_init_blocks` (that order fixes the parameter init order)."""
@@ -209,7 +209,7 @@ class TransformerEncoderLayer(_ResidualLayer):
 
     def __init__(self, d_model: int | LayerConfig, num_heads: int | None = None, **options: Any) -> None:
         super().__init__()
-        self._init_common(layer_config(d_model, num_heads, **options))
+        self._init_common(_layer_config(d_model, num_heads, **options))
         if self.config.memory_dim is not None:
             V.fail("memory_dim", self.config.memory_dim, "only decoders take memory_dim (the width of their memory)")
         self.self_attn = self.config.self_attention(causal=False)
@@ -252,7 +252,7 @@ class TransformerDecoderLayer(_ResidualLayer):
 
     def __init__(self, d_model: int | LayerConfig, num_heads: int | None = None, **options: Any) -> None:
         super().__init__()
-        self._init_common(cfg := layer_config(d_model, num_heads, **options))
+        self._init_common(cfg := _layer_config(d_model, num_heads, **options))
         check_pattern(cfg.pattern, causal=True)  # a decoder generates left to right
         self.self_attn = cfg.self_attention(causal=True)
         self.multihead_attn = MultiHeadAttention(  # cross-attention (torch's name)
@@ -380,7 +380,7 @@ class TransformerEncoder(_Stack):
         self, d_model: int | LayerConfig, num_heads: int | None = None, num_layers: int | None = None, *,
         final_norm: bool | None = None, **options: Any,
     ) -> None:
-        super().__init__(TransformerEncoderLayer, layer_config(d_model, num_heads, **options), num_layers, final_norm)
+        super().__init__(TransformerEncoderLayer, _layer_config(d_model, num_heads, **options), num_layers, final_norm)
 
     def forward(
         self,
@@ -415,7 +415,7 @@ class TransformerDecoder(_Stack):
         self, d_model: int | LayerConfig, num_heads: int | None = None, num_layers: int | None = None, *,
         final_norm: bool | None = None, **options: Any,
     ) -> None:
-        super().__init__(TransformerDecoderLayer, layer_config(d_model, num_heads, **options), num_layers, final_norm)
+        super().__init__(TransformerDecoderLayer, _layer_config(d_model, num_heads, **options), num_layers, final_norm)
 
     def forward(
         self,
