@@ -33,6 +33,7 @@ from attn_core.multihead import MultiHeadAttention
 from attn_core.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from attn_core.rnn_attention import AdditiveAttention, LuongAttention
 from attn_core.transformer import (
+    LayerConfig,
     TransformerDecoder,
     TransformerDecoderLayer,
     TransformerEncoder,
@@ -71,6 +72,7 @@ __all__ = [
     "TransformerDecoderLayer",
     "TransformerEncoder",
     "TransformerDecoder",
+    "LayerConfig",
     "reference_attention",
     "causal_mask",
     "combine_masks",

@@ -20,9 +20,7 @@ from torch import Tensor, nn
 from attn_core import _validate as V
 from attn_core.functional import attention
 from attn_core.graph import GRAPH_SCORES
-from attn_core.patterns import (
-    PATTERNS, Pattern, check_pattern, get_pattern, list_patterns, make_pattern_state, resolve_params,
-)
+from attn_core.patterns import PATTERNS, Pattern, check_pattern, get_pattern, list_patterns
 
 __all__ = ["MultiHeadAttention", "PATTERNS", "incremental_patterns", "decoding_patterns"]
 
@@ -39,7 +37,7 @@ def decoding_patterns() -> tuple[str, ...]:
     """The registered patterns a causal decoder can run one position at a time
     (:meth:`MultiHeadAttention.init_decoding` / :meth:`~MultiHeadAttention.decode`): the
     ``incremental`` ones (a key/value cache) and those with a ``recurrence`` (a fixed-size state)."""
-    return tuple(name for name in PATTERNS if get_pattern(name).incremental or get_pattern(name).recurrence)
+    return tuple(name for name in PATTERNS if get_pattern(name).decodes)
 
 
 class MultiHeadAttention(nn.Module):
@@ -85,8 +83,14 @@ class MultiHeadAttention(nn.Module):
 
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
         self.pattern, self.causal, self.dropout, self.max_len = pattern, causal, dropout, max_len
+        #: The pattern's registration, looked up once: every question about the pattern asks it.
+        self.spec: Pattern = spec
         #: The pattern's own parameters, defaults filled in (``{"window": 3}`` for truncated).
-        self.pattern_params = resolve_params(pattern, params)
+        self.pattern_params = spec.resolve(params)
+        # What decoding needs, answered once: a band's width (step() slices the last band + 1
+        # keys) and the rolling buffer (global, window) of causal decoding.
+        self._band: int | None = None if spec.band is None else int(self.pattern_params[spec.band])
+        self._buffer: tuple[int, int] | None = None if spec.buffer is None else spec.buffer(self.pattern_params)
         self.window: int | None = self.pattern_params.get("window")
         self.score: str = self.pattern_params.get("score", score)
         self.kdim = embed_dim if kdim is None else kdim
@@ -97,14 +101,9 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.reset_parameters()
         #: Per-layer state of the pattern (a submodule) or ``None``: no state_dict entries then.
-        self.pattern_state: nn.Module | None = make_pattern_state(
-            pattern, num_heads, self.head_dim, max_len=max_len, params=self.pattern_params
+        self.pattern_state: nn.Module | None = spec.build_state(
+            num_heads, self.head_dim, max_len=max_len, params=self.pattern_params
         )
-
-    @property
-    def _spec(self) -> Pattern:
-        """The registration of :attr:`pattern`, looked up when used (modules stay picklable)."""
-        return get_pattern(self.pattern)
 
     def reset_parameters(self) -> None:
         for lin in (self.q_proj, self.k_proj, self.v_proj):
@@ -146,25 +145,24 @@ class MultiHeadAttention(nn.Module):
         """Heads ``q (B, H, Lq, Dh)``, ``k``/``v (B, H, Lk, Dh)`` -> ``out_proj`` of the merged
         attention output ``(B, Lq, E)`` [, weights ``(B, H, Lq, Lk)``]: the one sequence path
         shared by :meth:`forward` and :meth:`step`. ``cached``: :meth:`step`'s one query over the
-        keys it was given, non-causally (full attention over them for ``full``, ``truncated`` and
-        patterns with a mask rule, whose keys :meth:`step` has selected; otherwise the pattern's
-        function)."""
+        keys it was given, non-causally (full attention over them for patterns with a mask rule,
+        whose keys :meth:`step` has selected; otherwise the pattern's function)."""
         p = self.dropout if self.training else 0.0
-        if cached and (self.pattern in ("full", "truncated") or self._spec.allows is not None):
+        if cached and self.spec.positional:
             res = attention(q, k, v, causal=False, window=None, key_padding_mask=key_padding_mask,
                             dropout_p=p, need_weights=need_weights)
         else:
-            if need_weights and not self._spec.weights:
+            if need_weights and not self.spec.weights:
                 V.fail("need_weights", True, f"pattern={self.pattern!r} never forms its attention weights")
             extra = {"need_weights": True} if need_weights else {}
-            res = self._spec.fn(q, k, v, causal=self.causal and not cached, key_padding_mask=key_padding_mask,
+            res = self.spec.fn(q, k, v, causal=self.causal and not cached, key_padding_mask=key_padding_mask,
                                 dropout_p=p, state=self.pattern_state, **self.pattern_params, **extra)
         out, weights = res if need_weights else (res, None)
         out = self.out_proj(out.transpose(1, 2).flatten(-2))  # (B, Lq, E)
         return (out, weights) if need_weights else out  # type: ignore[return-value]
 
     def _check_incremental(self) -> None:
-        if not self._spec.incremental:
+        if not self.spec.incremental:
             V.fail("pattern", self.pattern, "project_kv/step (the key/value cache) support only "
                    + ", ".join(map(repr, incremental_patterns())))
 
@@ -194,30 +192,29 @@ class MultiHeadAttention(nn.Module):
         ``(B, 1, E)`` [, weights ``(B, H, 1, Lk')``].
 
         * ``causal=True`` (self-attention with a cache): the query is the *last* of the ``Lk``
-          positions, so it sees every cached key (``"full"``; ``"linear"``, ``"performer"``:
-          their function, non-causal, over every cached key), the last ``window + 1``
-          (``"truncated"``) or those the pattern's mask rule allows (``"local_global"``).
+          positions, so it sees every cached key (a pattern without a mask rule, e.g. ``"full"``,
+          ``"linear"``: its function, non-causal, over every cached key), the last ``w + 1`` of a
+          registered ``band`` (``"truncated"``) or those its mask rule ``allows`` (``"local_global"``).
           Passing ``causal=True`` to the function would be wrong here: its causal mask is
           top-left aligned (query 0 would see key 0 only).
         * ``causal=False`` (cross-attention): the keys are a fixed memory; the query sees all
-          real ones. A non-causal positional pattern (truncated, local_global) has no "last
+          real ones. A non-causal positional pattern (one with a mask rule) has no "last
           position", so it raises.
 
         The result equals row ``Lk - 1`` of :meth:`forward` on the whole sequence.
         """
         self._check_incremental()
-        positional = self.pattern == "truncated" or self._spec.allows is not None
-        if not self.causal and positional:
+        if not self.causal and self.spec.positional:
             V.fail("pattern", self.pattern,
                    "step() needs causal=True for a positional pattern (the query is the last key)")
         self._check_one_position(query)
-        if self.causal and self.pattern == "truncated":  # the band of the last position
-            k, v = k[:, :, -(self.window + 1):], v[:, :, -(self.window + 1):]
+        if self.causal and self._band is not None:  # the band of the last position
+            k, v = k[:, :, -(self._band + 1):], v[:, :, -(self._band + 1):]
             if key_padding_mask is not None:
-                key_padding_mask = key_padding_mask[:, -(self.window + 1):]
-        elif self.causal and self._spec.allows is not None:  # the pattern's own rule, on the last row
+                key_padding_mask = key_padding_mask[:, -(self._band + 1):]
+        elif self.causal and self.spec.positional:  # the pattern's own rule, on the last row
             last = k.shape[2] - 1
-            rule = self._spec.allows(torch.tensor(last, device=k.device), torch.arange(last + 1, device=k.device),
+            rule = self.spec.allows(torch.tensor(last, device=k.device), torch.arange(last + 1, device=k.device),
                                      causal=True, **self.pattern_params)  # (Lk,)
             key_padding_mask = rule.expand(k.shape[0], -1) if key_padding_mask is None else key_padding_mask & rule
         q = self._heads(self.q_proj, query)  # (B, H, 1, Dh)
@@ -229,7 +226,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"query has shape {tuple(query.shape)}: step() takes one position, (B, 1, E)")
 
     def _check_decoding(self) -> None:
-        if self.pattern not in decoding_patterns():
+        if not self.spec.decodes:
             V.fail("pattern", self.pattern, "decoding one position at a time supports only "
                    + ", ".join(map(repr, decoding_patterns())))
         if not self.causal:
@@ -240,30 +237,20 @@ class MultiHeadAttention(nn.Module):
         """The cache of causal self-attention before the first decoded position, batch-first:
         the pattern's :class:`~attn_core.Recurrence` state and ``"n" (B,)``, the positions so
         far (fixed size whatever the length), or else empty keys/values ``"k"``/``"v" (B, H, 0, Dh)``
-        (``"truncated"`` and ``"local_global"`` add ``"n"``: their keys/values are a rolling buffer
-        of the last ``window``, after ``local_global``'s global tokens)."""
+        (a pattern registered with a ``buffer`` adds ``"n"``: its keys/values are a rolling buffer
+        of its first ``g`` and last ``w``, e.g. ``"truncated"``'s band, ``"local_global"``'s)."""
         self._check_decoding()
         device = self.q_proj.weight.device if device is None else device
         dtype = self.q_proj.weight.dtype if dtype is None else dtype
-        rec = self._spec.recurrence
+        rec = self.spec.recurrence
         if rec is not None:
             carry = rec.init(batch, self.num_heads, self.head_dim, device=device, dtype=dtype,
                              state=self.pattern_state, **self.pattern_params)
             return {**carry, "n": torch.zeros(batch, dtype=torch.long, device=device)}
         empty = torch.zeros(batch, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
-        if self._buffer() is not None:  # a rolling buffer: keys no later position attends are dropped
+        if self._buffer is not None:  # a rolling buffer: keys no later position attends are dropped
             return {"k": empty, "v": empty, "n": torch.zeros(batch, dtype=torch.long, device=device)}
         return {"k": empty, "v": empty}
-
-    def _buffer(self) -> tuple[int, int] | None:
-        """``(global, window)`` when causal decoding may keep only the first ``global`` and the
-        last ``window`` keys/values: no later position attends the others (``truncated``: the
-        band; ``local_global``: band and global tokens, its mask rule); else ``None``."""
-        if self.pattern == "truncated":
-            return 0, int(self.window)
-        if self.pattern == "local_global":
-            return int(self.pattern_params["global_tokens"]), int(self.pattern_params["window"])
-        return None
 
     @staticmethod
     def decoded_length(cache: Mapping[str, Tensor]) -> int:
@@ -275,12 +262,12 @@ class MultiHeadAttention(nn.Module):
         """Causal self-attention of one new position ``query (B, 1, E)`` after the positions in
         ``cache`` -> ``(out (B, 1, E), the cache with it)``; ``out`` equals the last row of
         :meth:`forward` on every position so far. A recurrent pattern updates its state
-        (O(1) a step); the others append the new keys/values and :meth:`step` over them, and
-        ``"truncated"`` then keeps only the last ``window`` (the next position sees those and
-        itself; ``local_global`` also keeps its global tokens): O(window + global) memory and time
-        a step, however long the sequence."""
+        (O(1) a step); the others append the new keys/values and :meth:`step` over them, and a
+        pattern with a ``buffer`` ``(g, w)`` then keeps only the first ``g`` and last ``w`` (no
+        later position attends the others): O(w + g) memory and time a step, however long the
+        sequence."""
         self._check_decoding()
-        rec = self._spec.recurrence
+        rec = self.spec.recurrence
         if rec is None:
             k, v = self.project_kv(query)  # (B, H, 1, Dh)
             k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)  # (B, H, Lk + 1, Dh)
@@ -290,7 +277,7 @@ class MultiHeadAttention(nn.Module):
             # at this one: every key in it is one this position attends, so the mask rule on
             # 0..Lk-1 (what step() applies) allows them all, as the rule on their real positions does.
             out = self.step(query, k, v)
-            (g, w), lk = self._buffer(), k.shape[2]  # type: ignore[misc]
+            (g, w), lk = self._buffer, k.shape[2]  # type: ignore[misc]
             gk = min(g, lk)
             drop = lk - gk - w  # the run's oldest keys, which no later position attends
             if drop > 0:
@@ -317,7 +304,7 @@ class MultiHeadAttention(nn.Module):
         cross = key is not None and key is not query
         key = query if key is None else key
         value = key if value is None else value
-        graph = self._spec.kind == "graph"
+        graph = self.spec.graph
         self.check_inputs(graph, query=query, key=key, value=value)
         if not graph:
             if edge_index is not None:
@@ -325,7 +312,7 @@ class MultiHeadAttention(nn.Module):
             if query.shape[0] != key.shape[0]:
                 raise ValueError(f"query batch {query.shape[0]} != key batch {key.shape[0]}")
             padding = key_padding_mask is not None
-            if not self._spec.supports(causal=self.causal, cross=cross, padding=padding):
+            if not self.spec.supports(causal=self.causal, cross=cross, padding=padding):
                 check_pattern(self.pattern, causal=self.causal, cross=cross, padding=padding)  # raises
             q = self._heads(self.q_proj, query)  # (B, H, Lq, Dh)
             k, v = self._heads(self.k_proj, key), self._heads(self.v_proj, value)  # (B, H, Lk, Dh)
@@ -334,7 +321,7 @@ class MultiHeadAttention(nn.Module):
             V.fail("edge_index", None, f"pattern={self.pattern!r} needs a (2, E) edge_index")
         if key_padding_mask is not None:
             V.fail("key_padding_mask", "a tensor", f"pattern={self.pattern!r} takes no key_padding_mask")
-        res = self._spec.fn(  # q (N, H, Dh), k/v (Ns, H, Dh)
+        res = self.spec.fn(  # q (N, H, Dh), k/v (Ns, H, Dh)
             self._split(self.q_proj(query)), self._split(self.k_proj(key)), self._split(self.v_proj(value)),
             edge_index, dropout_p=self.dropout if self.training else 0.0, need_weights=need_weights,
             **self.pattern_params,

@@ -20,6 +20,11 @@ A plug-in adds a pattern without editing attnbench::
              temperature=1.0):
         ...
 
+What :class:`~attn_core.MultiHeadAttention` must know it asks the registration, never the name:
+a band pattern declares ``band="width"`` (its parameter holding the band's width) and
+``incremental=True``, and decoding then slices its band and keeps a rolling buffer of it; a
+pattern with another mask rule declares ``allows`` (and ``buffer`` for a rolling cache).
+
 ``kind="graph"`` patterns (``"graph"``) take node inputs and an ``edge_index`` instead:
 sequence-only callers refuse them through :func:`check_pattern`.
 """
@@ -33,6 +38,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from torch import Tensor, nn
 
 from attn_core import _validate as V
+from attn_core.masks import window_allows
 
 __all__ = [
     "Pattern",
@@ -86,7 +92,15 @@ class Pattern:
     **params)``: the mask rule of a softmax pattern restricted to some keys, a predicate of query
     and key positions (:mod:`attn_core.masks`); an ``incremental`` one with a rule decodes by
     full attention over the cached keys the rule allows the last position. ``recurrence``: a
-    causal decoder keeps this fixed-size state (:class:`Recurrence`) instead of keys/values."""
+    causal decoder keeps this fixed-size state (:class:`Recurrence`) instead of keys/values.
+    ``band``: the name of the parameter ``w`` of a band rule ``|i - j| <= w`` (``j <= i`` when
+    causal; :func:`attn_core.masks.window_allows`): ``allows`` and ``buffer`` default to it, and
+    :meth:`attn_core.MultiHeadAttention.step` keeps only the last ``w + 1`` cached keys.
+    ``buffer(params) -> (g, w)``: a causal decoder keeps only the first ``g`` and the last ``w``
+    keys/values (no later position attends the others), a rolling buffer of ``g + w``.
+
+    A registration pickles and copies as its name (it is looked up again on load), so modules
+    holding it stay picklable whatever its functions are."""
 
     name: str
     fn: Callable[..., Any]
@@ -105,6 +119,49 @@ class Pattern:
     incremental: bool = False
     allows: Callable[..., Tensor] | None = None
     recurrence: Recurrence | None = None
+    band: str | None = None
+    buffer: Callable[[Mapping[str, Any]], tuple[int, int]] | None = None
+
+    def __reduce__(self) -> tuple[Callable[[str], Pattern], tuple[str]]:
+        return get_pattern, (self.name,)
+
+    @property
+    def graph(self) -> bool:
+        """A graph pattern: node inputs ``(N, H, D)`` and an ``edge_index``, no sequence positions."""
+        return self.kind == "graph"
+
+    @property
+    def positional(self) -> bool:
+        """It has a mask rule on positions (``allows``): a cached step attends by softmax over
+        the keys the rule lets the last position see, not by calling ``fn``."""
+        return self.allows is not None
+
+    @property
+    def decodes(self) -> bool:
+        """A causal decoder can run it one position at a time: a key/value cache or a recurrence."""
+        return self.incremental or self.recurrence is not None
+
+    def resolve(self, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """:func:`resolve_params` of this registration."""
+        params = dict(params or {})
+        unknown = sorted(set(params) - set(self.params))
+        if unknown:
+            valid = ", ".join(map(repr, self.params)) or "none"
+            V.fail("pattern_params", params, f"unknown key(s) {', '.join(map(repr, unknown))} for "
+                   f"pattern={self.name!r}; valid keys: {valid}")
+        out = {**self.params, **params}
+        for key, val in params.items():
+            _check_type(self.name, key, val, self.params[key])
+        if self.check is not None:
+            self.check(out)
+        return out
+
+    def build_state(self, num_heads: int, head_dim: int, *, max_len: int | None, params: Mapping[str, Any]
+                    ) -> nn.Module | None:
+        """The per-layer state from already :meth:`resolve` d ``params`` (see :func:`make_pattern_state`)."""
+        if self.needs_max_len and not V.is_int(max_len, 1):
+            V.fail("max_len", max_len, f"pattern={self.name!r} needs max_len, the longest sequence (a positive int)")
+        return None if self.make_state is None else self.make_state(num_heads, head_dim, max_len=max_len, **params)
 
     def supports(self, *, causal: bool = False, cross: bool = False, padding: bool = False) -> bool:
         """Whether this pattern can do everything asked for."""
@@ -132,6 +189,8 @@ def register_pattern(
     incremental: bool = False,
     allows: Callable[..., Tensor] | None = None,
     recurrence: Recurrence | None = None,
+    band: str | None = None,
+    buffer: Callable[[Mapping[str, Any]], tuple[int, int]] | None = None,
     override: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering ``fn`` as pattern ``name`` (see :class:`Pattern` for the fields).
@@ -155,6 +214,15 @@ def register_pattern(
         V.fail("allows", allows, "expected None or the mask rule allows(i, j, *, causal, **params) -> bool tensor")
     if recurrence is not None and not (isinstance(recurrence, Recurrence) and causal):
         V.fail("recurrence", recurrence, "expected None or an attn_core.Recurrence(init, step) of a causal pattern")
+    if band is not None and band not in (params or {}):
+        V.fail("band", band, "expected None or the name of the band's width among params: "
+               + (", ".join(map(repr, params or {})) or "none"))
+    if buffer is not None and not (callable(buffer) and incremental and (allows is not None or band is not None)):
+        V.fail("buffer", buffer, "expected None or buffer(params) -> (global, window), for an incremental "
+               "pattern with a mask rule (allows or band)")
+    if band is not None:
+        allows = allows or _band_rule(band)
+        buffer = buffer or (lambda p: (0, int(p[band])))
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(fn):
@@ -164,11 +232,20 @@ def register_pattern(
             needs_max_len=needs_max_len, params=MappingProxyType(dict(params or {})),
             description=description, make_state=make_state, kind=kind, weights=weights,
             dropout=dropout, check=check, incremental=incremental, allows=allows,
-            recurrence=recurrence,
+            recurrence=recurrence, band=band, buffer=buffer,
         )
         return fn
 
     return decorator
+
+
+def _band_rule(band: str) -> Callable[..., Tensor]:
+    """The mask rule of a band pattern whose width is its parameter ``band``."""
+
+    def allows(i: Tensor, j: Tensor, *, causal: bool, **params: Any) -> Tensor:
+        return window_allows(i - j, params[band], causal)
+
+    return allows
 
 
 def unregister_pattern(name: str) -> Pattern:
@@ -257,19 +334,7 @@ def resolve_params(name: str, params: Mapping[str, Any] | None = None) -> dict[s
 
     An unknown key raises with one line listing the valid keys; a value whose type differs
     from its non-``None`` default's raises; then the pattern's own ``check`` runs."""
-    spec = get_pattern(name)
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(spec.params))
-    if unknown:
-        valid = ", ".join(map(repr, spec.params)) or "none"
-        V.fail("pattern_params", params, f"unknown key(s) {', '.join(map(repr, unknown))} for "
-               f"pattern={name!r}; valid keys: {valid}")
-    out = {**spec.params, **params}
-    for key, val in params.items():
-        _check_type(name, key, val, spec.params[key])
-    if spec.check is not None:
-        spec.check(out)
-    return out
+    return get_pattern(name).resolve(params)
 
 
 def _check_type(pattern: str, key: str, val: Any, default: Any) -> None:
@@ -293,8 +358,4 @@ def make_pattern_state(
     """The per-layer state of pattern ``name`` (``None`` when it has none), from its resolved
     ``params``. A pattern with ``needs_max_len`` refuses ``max_len=None``."""
     spec = get_pattern(name)
-    if spec.needs_max_len and not V.is_int(max_len, 1):
-        V.fail("max_len", max_len, f"pattern={name!r} needs max_len, the longest sequence (a positive int)")
-    if spec.make_state is None:
-        return None
-    return spec.make_state(num_heads, head_dim, max_len=max_len, **resolve_params(name, params))
+    return spec.build_state(num_heads, head_dim, max_len=max_len, params=spec.resolve(params))

@@ -7,6 +7,11 @@ registered pattern (:data:`attn_core.PATTERNS`: ``"full"``, ``"truncated"`` with
 ``torch.nn.TransformerEncoderLayer`` / ``TransformerDecoderLayer`` (``linear1``, ``linear2``,
 ``norm1..3``, ``dropout1..3``), so weights map one to one and the tests compare against torch.
 
+Every layer and stack is built from one :class:`LayerConfig` (given as one, or as its fields
+by keyword: ``TransformerEncoder(64, 4, 2, dropout=0.0)`` equals
+``TransformerEncoder(LayerConfig(64, 4, dropout=0.0), num_layers=2)``); a stack hands the same
+config to each of its layers.
+
 Masks follow the package convention: ``key_padding_mask`` is ``(B, L)`` bool, ``True`` = real
 token (the opposite of torch's ``src_key_padding_mask``).
 
@@ -21,7 +26,8 @@ hypotheses with one ``index_select`` per entry.
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass, fields, replace
+from typing import Any, Callable, Mapping
 
 import torch
 import torch.nn as nn
@@ -37,6 +43,7 @@ __all__ = [
     "TransformerDecoderLayer",
     "TransformerEncoder",
     "TransformerDecoder",
+    "LayerConfig",
     "ACTIVATIONS",
     "DECODER_PATTERNS",
     "KVCache",
@@ -53,22 +60,85 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"gelu": F.gelu, "relu": F.
 DECODER_PATTERNS = PatternNames(kind="sequence", causal=True)
 
 
-def _check_common(
-    d_model: object, num_heads: object, dim_feedforward: object, dropout: object,
-    activation: object, attn_dropout: object, layer_norm_eps: object,
-) -> None:
-    for name, val in (("d_model", d_model), ("num_heads", num_heads), ("dim_feedforward", dim_feedforward)):
-        V.check_positive_int(name, val)
-    V.check_dropout(dropout, "dropout")
-    if attn_dropout is not None:
-        V.check_dropout(attn_dropout, "attn_dropout")
-    V.check_choice("activation", activation, ACTIVATIONS)
-    if not isinstance(layer_norm_eps, (int, float)) or layer_norm_eps <= 0:
-        V.fail("layer_norm_eps", layer_norm_eps, "expected a positive float")
+@dataclass(frozen=True)
+class LayerConfig:
+    """What a Transformer layer is built from, shared by the encoder and decoder layers and the
+    stacks, and checked once here (each bad value raises one line naming it).
+
+    ``dim_feedforward``: hidden width of the FFN (``None``: ``4 * d_model``). ``dropout``: on the
+    residual branches and inside the FFN; ``attn_dropout`` (``None``: ``dropout``) on the attention
+    probabilities. ``activation``: ``"gelu"`` (exact erf GELU) or ``"relu"``. ``norm_first``: pre-LN
+    (else post-LN). ``pattern``, ``window``, ``score``, ``pattern_params``, ``max_len``: the
+    self-attention's (:class:`MultiHeadAttention`). ``causal``: ``None`` is the layer's default
+    (``False`` for encoders, ``True`` for decoders). ``memory_dim``: a decoder's memory width
+    (``None``: ``d_model``); encoders refuse it."""
+
+    d_model: int
+    num_heads: int
+    dim_feedforward: int | None = None
+    dropout: float = 0.1
+    activation: str = "gelu"
+    norm_first: bool = True
+    pattern: str = "full"
+    window: int | None = None
+    causal: bool | None = None
+    attn_dropout: float | None = None
+    layer_norm_eps: float = 1e-5
+    score: str = "dot"
+    pattern_params: Mapping[str, Any] | None = None
+    max_len: int | None = None
+    memory_dim: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "num_heads"):
+            V.check_positive_int(name, getattr(self, name))
+        V.check_positive_int("dim_feedforward", self.feedforward)
+        V.check_dropout(self.dropout, "dropout")
+        if self.attn_dropout is not None:
+            V.check_dropout(self.attn_dropout, "attn_dropout")
+        V.check_choice("activation", self.activation, ACTIVATIONS)
+        if not isinstance(self.layer_norm_eps, (int, float)) or self.layer_norm_eps <= 0:
+            V.fail("layer_norm_eps", self.layer_norm_eps, "expected a positive float")
+        if self.memory_dim is not None:
+            V.check_positive_int("memory_dim", self.memory_dim)
+
+    @property
+    def feedforward(self) -> int:
+        """The FFN's hidden width: ``dim_feedforward``, default ``4 * d_model``."""
+        return 4 * self.d_model if self.dim_feedforward is None else self.dim_feedforward  # type: ignore[return-value]
+
+    @property
+    def attention_dropout(self) -> float:
+        """Dropout on the attention probabilities: ``attn_dropout``, default ``dropout``."""
+        return self.dropout if self.attn_dropout is None else self.attn_dropout
+
+    def self_attention(self, causal: bool) -> MultiHeadAttention:
+        """The layer's self-attention; ``causal``: the layer's default when :attr:`causal` is ``None``."""
+        return MultiHeadAttention(
+            self.d_model, self.num_heads, pattern=self.pattern, window=self.window,
+            causal=causal if self.causal is None else self.causal, dropout=self.attention_dropout,
+            score=self.score, pattern_params=self.pattern_params, max_len=self.max_len,
+        )
+
+
+_OPTIONS = tuple(f.name for f in fields(LayerConfig))
+
+
+def _layer_config(d_model: int | LayerConfig, num_heads: int | None = None, **options: Any) -> LayerConfig:
+    """The :class:`LayerConfig` of a constructor's arguments: ``d_model`` is one (``options``
+    then override its fields) or its first field; an unknown option raises listing the valid ones."""
+    for key, val in options.items():
+        if key not in _OPTIONS:
+            V.fail(key, val, "unknown layer option; valid: " + ", ".join(_OPTIONS))
+    if isinstance(d_model, LayerConfig):
+        if num_heads is not None:
+            V.fail("num_heads", num_heads, "the LayerConfig gives it: pass any other argument by keyword")
+        return replace(d_model, **options) if options else d_model
+    return LayerConfig(d_model, num_heads, **options)  # type: ignore[arg-type]
 
 
 class _ResidualLayer(nn.Module):
-    """What both layers share: the argument checks, the feed-forward network, one
+    """What both layers share: their :class:`LayerConfig`, the feed-forward network, one
     ``norm{i}``/``dropout{i}`` per residual block (torch's names), the pre-/post-LN rule and the
     dropped-out attention call. A subclass builds its attention modules between
     :meth:`_init_common` and :meth:`_init_blocks` (that order fixes the parameter init order)."""
@@ -82,30 +152,23 @@ class _ResidualLayer(nn.Module):
     dropout1: nn.Dropout
     dropout2: nn.Dropout
 
-    def _init_common(
-        self, d_model: int, num_heads: int, dim_feedforward: int | None, dropout: float, activation: str,
-        norm_first: bool, attn_dropout: float | None, layer_norm_eps: float,
-    ) -> tuple[int, float]:
-        """Check and store the shared arguments; returns ``(dim_feedforward, attention dropout)``."""
-        dim_feedforward = 4 * d_model if dim_feedforward is None and isinstance(d_model, int) else dim_feedforward
-        _check_common(d_model, num_heads, dim_feedforward, dropout, activation, attn_dropout, layer_norm_eps)
-        assert dim_feedforward is not None
-        self.d_model, self.norm_first, self.activation = d_model, bool(norm_first), activation
-        return dim_feedforward, dropout if attn_dropout is None else attn_dropout
+    def _init_common(self, config: LayerConfig) -> None:
+        """Store the layer's :class:`LayerConfig` and what ``forward`` reads of it."""
+        self.config = config
+        self.d_model, self.norm_first, self.activation = config.d_model, bool(config.norm_first), config.activation
 
-    def _init_blocks(
-        self, blocks: int, d_model: int, dim_feedforward: int, dropout: float, activation: str, layer_norm_eps: float
-    ) -> None:
+    def _init_blocks(self, blocks: int) -> None:
         """The FFN (``linear1``, ``linear2``, inner ``dropout``), then ``norm1..blocks`` and
         ``dropout1..blocks`` (one per residual block)."""
-        self.linear1 = nn.Linear(d_model, dim_feedforward)
-        self.linear2 = nn.Linear(dim_feedforward, d_model)
+        cfg = self.config
+        self.linear1 = nn.Linear(cfg.d_model, cfg.feedforward)
+        self.linear2 = nn.Linear(cfg.feedforward, cfg.d_model)
         for i in range(1, blocks + 1):
-            setattr(self, f"norm{i}", nn.LayerNorm(d_model, eps=layer_norm_eps))
-        self.dropout = nn.Dropout(dropout)
+            setattr(self, f"norm{i}", nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps))
+        self.dropout = nn.Dropout(cfg.dropout)
         for i in range(1, blocks + 1):
-            setattr(self, f"dropout{i}", nn.Dropout(dropout))
-        self.activation_fn = ACTIVATIONS[activation]
+            setattr(self, f"dropout{i}", nn.Dropout(cfg.dropout))
+        self.activation_fn = ACTIVATIONS[cfg.activation]
 
     @property
     def pattern(self) -> str:
@@ -137,46 +200,20 @@ class TransformerEncoderLayer(_ResidualLayer):
       Stable without warm-up; stack it with a final LayerNorm (:class:`TransformerEncoder` does).
     * ``norm_first=False`` (post-LN, the 2017 paper): ``x = norm1(x + drop(attn(x)))``; ``x = norm2(x + drop(ff(x)))``.
 
-    Args:
-        d_model, num_heads: width and heads (``num_heads`` must divide ``d_model``).
-        dim_feedforward: hidden width of the FFN (default ``4 * d_model``).
-        dropout: on residual branches and inside the FFN. ``attn_dropout`` (default ``dropout``)
-            is on the attention probabilities.
-        activation: ``"gelu"`` (exact erf GELU) or ``"relu"``.
-        pattern, window, causal, score, pattern_params, max_len: passed to :class:`MultiHeadAttention`.
+    Built from a :class:`LayerConfig`, or ``d_model``, ``num_heads`` (which must divide
+    ``d_model``) and the config's other fields by keyword (``causal`` default ``False``).
 
     ``forward(x, *, key_padding_mask=None, edge_index=None, need_weights=False)``: ``x`` is
     ``(B, L, E)`` for sequences or ``(N, E)`` node features with ``edge_index`` for ``pattern="graph"``.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        dim_feedforward: int | None = None,
-        dropout: float = 0.1,
-        activation: str = "gelu",
-        norm_first: bool = True,
-        pattern: str = "full",
-        window: int | None = None,
-        causal: bool = False,
-        attn_dropout: float | None = None,
-        *,
-        layer_norm_eps: float = 1e-5,
-        score: str = "dot",
-        pattern_params: dict | None = None,
-        max_len: int | None = None,
-    ) -> None:
+    def __init__(self, d_model: int | LayerConfig, num_heads: int | None = None, **options: Any) -> None:
         super().__init__()
-        ff, p_attn = self._init_common(
-            d_model, num_heads, dim_feedforward, dropout, activation, norm_first, attn_dropout, layer_norm_eps
-        )
-        self.self_attn = MultiHeadAttention(
-            d_model, num_heads, pattern=pattern, window=window, causal=causal, dropout=p_attn, score=score,
-            pattern_params=pattern_params, max_len=max_len,
-        )
-        # blocks: 1 = self-attention, 2 = FFN
-        self._init_blocks(2, d_model, ff, dropout, activation, layer_norm_eps)
+        self._init_common(_layer_config(d_model, num_heads, **options))
+        if self.config.memory_dim is not None:
+            V.fail("memory_dim", self.config.memory_dim, "only decoders take memory_dim (the width of their memory)")
+        self.self_attn = self.config.self_attention(causal=False)
+        self._init_blocks(2)  # blocks: 1 = self-attention, 2 = FFN
 
     def forward(
         self,
@@ -200,8 +237,10 @@ class TransformerDecoderLayer(_ResidualLayer):
     """Masked self-attention + cross-attention over ``memory`` + feed-forward, pre-LN or post-LN.
 
     Self-attention is causal by default and may be any causal-capable sequence pattern
-    (:data:`DECODER_PATTERNS`; :meth:`step` only ``"full"``/``"truncated"``); cross-attention is always full (every target position sees every real source position).
-    ``memory_dim`` (default ``d_model``) lets the memory have another width.
+    (:data:`DECODER_PATTERNS`; :meth:`step` those of :func:`attn_core.multihead.decoding_patterns`);
+    cross-attention is always full (every target position sees every real source position).
+    Built like :class:`TransformerEncoderLayer` (``causal`` default ``True``); ``memory_dim``
+    (default ``d_model``) lets the memory have another width.
 
     ``forward(x (B, Lt, E), memory (B, Ls, Em), *, tgt_key_padding_mask (B, Lt), memory_key_padding_mask
     (B, Ls), need_weights)`` -> ``out (B, Lt, E)``, or ``(out, cross_weights (B, H, Lt, Ls))`` so tasks
@@ -211,38 +250,16 @@ class TransformerDecoderLayer(_ResidualLayer):
     norm3: nn.LayerNorm
     dropout3: nn.Dropout
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        dim_feedforward: int | None = None,
-        dropout: float = 0.1,
-        activation: str = "gelu",
-        norm_first: bool = True,
-        pattern: str = "full",
-        window: int | None = None,
-        causal: bool = True,
-        attn_dropout: float | None = None,
-        *,
-        layer_norm_eps: float = 1e-5,
-        memory_dim: int | None = None,
-        pattern_params: dict | None = None,
-        max_len: int | None = None,
-    ) -> None:
+    def __init__(self, d_model: int | LayerConfig, num_heads: int | None = None, **options: Any) -> None:
         super().__init__()
-        ff, p_attn = self._init_common(
-            d_model, num_heads, dim_feedforward, dropout, activation, norm_first, attn_dropout, layer_norm_eps
-        )
-        check_pattern(pattern, causal=True)  # a decoder generates left to right
-        self.self_attn = MultiHeadAttention(
-            d_model, num_heads, pattern=pattern, window=window, causal=causal, dropout=p_attn,
-            pattern_params=pattern_params, max_len=max_len,
-        )
+        self._init_common(cfg := _layer_config(d_model, num_heads, **options))
+        check_pattern(cfg.pattern, causal=True)  # a decoder generates left to right
+        self.self_attn = cfg.self_attention(causal=True)
         self.multihead_attn = MultiHeadAttention(  # cross-attention (torch's name)
-            d_model, num_heads, pattern="full", dropout=p_attn, kdim=memory_dim, vdim=memory_dim
+            cfg.d_model, cfg.num_heads, pattern="full", dropout=cfg.attention_dropout, kdim=cfg.memory_dim,
+            vdim=cfg.memory_dim,
         )
-        # blocks: 1 = self-attention, 2 = cross-attention, 3 = FFN
-        self._init_blocks(3, d_model, ff, dropout, activation, layer_norm_eps)
+        self._init_blocks(3)  # blocks: 1 = self-attention, 2 = cross-attention, 3 = FFN
 
     def _residual_blocks(self, x: Tensor, sa: Callable[[Tensor], Tensor], ca: Callable[[Tensor], Tensor]) -> Tensor:
         """The layer's three residual blocks around ``sa`` and ``ca`` (dropped-out self- and
@@ -320,14 +337,15 @@ class _Stack(nn.Module):
     optional final LayerNorm (default ``norm_first``) and the loop that collects weights."""
 
     def __init__(
-        self, make_layer: Callable[[], nn.Module], num_layers: int, d_model: int, layer_norm_eps: float,
-        norm_first: bool, final_norm: bool | None,
+        self, layer: Callable[[LayerConfig], nn.Module], config: LayerConfig, num_layers: int | None,
+        final_norm: bool | None,
     ) -> None:
         super().__init__()
         V.check_positive_int("num_layers", num_layers)
-        self.layers = nn.ModuleList(make_layer() for _ in range(num_layers))
-        final_norm = norm_first if final_norm is None else final_norm
-        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if final_norm else None
+        self.config = config
+        self.layers = nn.ModuleList(layer(config) for _ in range(num_layers))  # type: ignore[arg-type]
+        final_norm = config.norm_first if final_norm is None else final_norm
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if final_norm else None
 
     def _final(self, x: Tensor) -> Tensor:
         return x if self.norm is None else self.norm(x)
@@ -349,42 +367,20 @@ class _Stack(nn.Module):
 
 
 class TransformerEncoder(_Stack):
-    """``num_layers`` independent :class:`TransformerEncoderLayer` s built from the same arguments,
-    then a final LayerNorm (``final_norm``, default ``norm_first``: pre-LN stacks need it, post-LN
-    stacks already end in one).
+    """``num_layers`` independent :class:`TransformerEncoderLayer` s built from the same
+    :class:`LayerConfig` (given, or ``d_model``, ``num_heads`` and its fields by keyword), then a
+    final LayerNorm (``final_norm``, default ``norm_first``: pre-LN stacks need it, post-LN stacks
+    already end in one).
 
     ``forward(x, *, key_padding_mask=None, edge_index=None, need_weights=False)`` -> ``out`` or
     ``(out, [self-attention weights of each layer])``.
     """
 
     def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        num_layers: int,
-        *,
-        dim_feedforward: int | None = None,
-        dropout: float = 0.1,
-        activation: str = "gelu",
-        norm_first: bool = True,
-        pattern: str = "full",
-        window: int | None = None,
-        causal: bool = False,
-        attn_dropout: float | None = None,
-        layer_norm_eps: float = 1e-5,
-        score: str = "dot",
-        final_norm: bool | None = None,
-        pattern_params: dict | None = None,
-        max_len: int | None = None,
+        self, d_model: int | LayerConfig, num_heads: int | None = None, num_layers: int | None = None, *,
+        final_norm: bool | None = None, **options: Any,
     ) -> None:
-        super().__init__(
-            lambda: TransformerEncoderLayer(
-                d_model, num_heads, dim_feedforward, dropout, activation, norm_first, pattern, window,
-                causal, attn_dropout, layer_norm_eps=layer_norm_eps, score=score,
-                pattern_params=pattern_params, max_len=max_len,
-            ),
-            num_layers, d_model, layer_norm_eps, norm_first, final_norm,
-        )
+        super().__init__(TransformerEncoderLayer, _layer_config(d_model, num_heads, **options), num_layers, final_norm)
 
     def forward(
         self,
@@ -402,7 +398,8 @@ class TransformerEncoder(_Stack):
 
 class TransformerDecoder(_Stack):
     """``num_layers`` independent :class:`TransformerDecoderLayer` s + optional final LayerNorm
-    (default ``norm_first``). ``need_weights`` returns the list of per-layer cross-attention
+    (default ``norm_first``), built like :class:`TransformerEncoder` (``causal`` default ``True``).
+    ``need_weights`` returns the list of per-layer cross-attention
     weights ``(B, H, Lt, Ls)``.
 
     Incremental decoding (inference)::
@@ -415,33 +412,10 @@ class TransformerDecoder(_Stack):
     """
 
     def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        num_layers: int,
-        *,
-        dim_feedforward: int | None = None,
-        dropout: float = 0.1,
-        activation: str = "gelu",
-        norm_first: bool = True,
-        pattern: str = "full",
-        window: int | None = None,
-        causal: bool = True,
-        attn_dropout: float | None = None,
-        layer_norm_eps: float = 1e-5,
-        memory_dim: int | None = None,
-        final_norm: bool | None = None,
-        pattern_params: dict | None = None,
-        max_len: int | None = None,
+        self, d_model: int | LayerConfig, num_heads: int | None = None, num_layers: int | None = None, *,
+        final_norm: bool | None = None, **options: Any,
     ) -> None:
-        super().__init__(
-            lambda: TransformerDecoderLayer(
-                d_model, num_heads, dim_feedforward, dropout, activation, norm_first, pattern, window,
-                causal, attn_dropout, layer_norm_eps=layer_norm_eps, memory_dim=memory_dim,
-                pattern_params=pattern_params, max_len=max_len,
-            ),
-            num_layers, d_model, layer_norm_eps, norm_first, final_norm,
-        )
+        super().__init__(TransformerDecoderLayer, _layer_config(d_model, num_heads, **options), num_layers, final_norm)
 
     def forward(
         self,

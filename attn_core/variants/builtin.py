@@ -37,7 +37,7 @@ def _check_truncated(params: dict[str, Any]) -> None:
 
 @register_pattern(
     "truncated", causal=True, padding=True, cross=True, complexity="L*w", params={"window": None},
-    weights=True, check=_check_truncated, incremental=True,
+    weights=True, check=_check_truncated, incremental=True, band="window",
     description="local window: query i sees keys j with |i - j| <= window (blocked kernel / FlexAttention)",
 )
 def truncated_attention(

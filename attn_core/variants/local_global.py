@@ -13,7 +13,7 @@ Causal is exact too (``j <= i`` on both parts); key padding masks both parts.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -40,9 +40,14 @@ def _allows(i: Tensor, j: Tensor, *, causal: bool, window: int, global_tokens: i
     return local_global_allows(i, j, window, global_tokens, causal)
 
 
+def _buffer(params: Mapping[str, Any]) -> tuple[int, int]:
+    """A causal decoder keeps the global tokens and the last ``window`` keys: no later position attends the others."""
+    return int(params["global_tokens"]), int(params["window"])
+
+
 @register_pattern(
     "local_global", causal=True, padding=True, cross=True, complexity="L*(w+g)", weights=True,
-    params={"window": None, "global_tokens": 1}, check=_check, incremental=True, allows=_allows,
+    params={"window": None, "global_tokens": 1}, check=_check, incremental=True, allows=_allows, buffer=_buffer,
     description="sliding window of `window` plus the first `global_tokens` positions attending to and "
     "attended by all (Longformer/BigBird); exact softmax; O(L (w + g))",
 )

@@ -250,7 +250,7 @@ def test_step_errors_are_explicit():
     dec.eval()
     with pytest.raises(ValueError, match="one position"):
         dec.step(torch.randn(1, 2, E), cache)
-    non_causal = TransformerDecoderLayer(E, H, FF, dropout=0.0, causal=False).eval()
+    non_causal = TransformerDecoderLayer(E, H, dim_feedforward=FF, dropout=0.0, causal=False).eval()
     kv = non_causal.project_memory(memory)
     with pytest.raises(ValueError, match="causal"):
         non_causal.step(torch.randn(1, 1, E), kv, kv)

@@ -200,7 +200,7 @@ PROJ_KEYS = {f"{p}_proj.{w}" for p in ("q", "k", "v", "out") for w in ("weight",
 def test_stateless_patterns_keep_the_state_dict_keys(kw):
     mha = MultiHeadAttention(E, H, **kw)
     assert set(mha.state_dict()) == PROJ_KEYS and mha.pattern_state is None
-    layer_keys = set(TransformerEncoderLayer(E, H, 16, **kw).state_dict())
+    layer_keys = set(TransformerEncoderLayer(E, H, dim_feedforward=16, **kw).state_dict())
     assert layer_keys == {f"self_attn.{k}" for k in PROJ_KEYS} | {
         f"{m}.{w}" for m in ("linear1", "linear2", "norm1", "norm2") for w in ("weight", "bias")}
 

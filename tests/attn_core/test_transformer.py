@@ -74,7 +74,7 @@ def _kpm(b, l, pad):
 
 
 def _enc_pair(norm_first, activation="gelu", seed=0, **kw):
-    ours = TransformerEncoderLayer(E, H, FF, dropout=0.0, activation=activation, norm_first=norm_first, **kw).double()
+    ours = TransformerEncoderLayer(E, H, dim_feedforward=FF, dropout=0.0, activation=activation, norm_first=norm_first, **kw).double()
     _randomise(ours, seed)
     theirs = nn.TransformerEncoderLayer(
         E, H, FF, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first, dtype=DT
@@ -111,7 +111,7 @@ def test_encoder_layer_matches_torch(norm_first, activation):
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_matches_torch(norm_first):
-    ours = TransformerDecoderLayer(E, H, FF, dropout=0.0, norm_first=norm_first).double()
+    ours = TransformerDecoderLayer(E, H, dim_feedforward=FF, dropout=0.0, norm_first=norm_first).double()
     _randomise(ours, 3)
     theirs = nn.TransformerDecoderLayer(
         E, H, FF, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first, dtype=DT
@@ -132,7 +132,7 @@ def test_decoder_layer_matches_torch(norm_first):
 def test_encoder_stack_matches_torch(norm_first):
     ours = TransformerEncoder(E, H, 2, dim_feedforward=FF, dropout=0.0, norm_first=norm_first).double()
     _randomise(ours, 6)
-    layer = nn.TransformerEncoderLayer(E, H, FF, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first, dtype=DT)
+    layer = nn.TransformerEncoderLayer(E, H, dim_feedforward=FF, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first, dtype=DT)
     theirs = nn.TransformerEncoder(
         layer, 2, norm=nn.LayerNorm(E, dtype=DT) if norm_first else None, enable_nested_tensor=False
     )
@@ -158,7 +158,7 @@ def test_encoder_stack_matches_torch(norm_first):
 def test_decoder_stack_matches_torch_and_returns_cross_weights(norm_first):
     ours = TransformerDecoder(E, H, 2, dim_feedforward=FF, dropout=0.0, norm_first=norm_first).double()
     _randomise(ours, 8)
-    layer = nn.TransformerDecoderLayer(E, H, FF, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first, dtype=DT)
+    layer = nn.TransformerDecoderLayer(E, H, dim_feedforward=FF, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first, dtype=DT)
     theirs = nn.TransformerDecoder(layer, 2, norm=nn.LayerNorm(E, dtype=DT) if norm_first else None)
     for o, t in zip(ours.layers, theirs.layers):
         _copy_layer(o, t)
@@ -205,7 +205,7 @@ def test_encoder_padding_content_does_not_leak(norm_first):
 
 
 def test_decoder_memory_padding_does_not_leak():
-    layer = TransformerDecoderLayer(E, H, FF, dropout=0.0).double().eval()
+    layer = TransformerDecoderLayer(E, H, dim_feedforward=FF, dropout=0.0).double().eval()
     _randomise(layer, 13)
     x, mem = _x(2, 4, E, seed=14), _x(2, 6, E, seed=15)
     mkpm = _kpm(2, 6, pad=2)
@@ -218,7 +218,7 @@ def test_decoder_memory_padding_does_not_leak():
 
 @pytest.mark.parametrize("pattern, window", [("full", None), ("truncated", 2)])
 def test_decoder_is_causal(pattern, window):
-    layer = TransformerDecoderLayer(E, H, FF, dropout=0.0, pattern=pattern, window=window).double().eval()
+    layer = TransformerDecoderLayer(E, H, dim_feedforward=FF, dropout=0.0, pattern=pattern, window=window).double().eval()
     _randomise(layer, 16)
     x, mem = _x(2, 7, E, seed=17), _x(2, 5, E, seed=18)
     out = layer(x, mem)
@@ -245,9 +245,9 @@ def test_encoder_causal_flag_reaches_attention():
 # --------------------------------------------------------------------------- patterns
 @pytest.mark.parametrize("layer_cls", [TransformerEncoderLayer, TransformerDecoderLayer])
 def test_truncated_with_wide_window_equals_full(layer_cls):
-    full = layer_cls(E, H, FF, dropout=0.0).double().eval()
+    full = layer_cls(E, H, dim_feedforward=FF, dropout=0.0).double().eval()
     _randomise(full, 21)
-    trunc = layer_cls(E, H, FF, dropout=0.0, pattern="truncated", window=6).double().eval()
+    trunc = layer_cls(E, H, dim_feedforward=FF, dropout=0.0, pattern="truncated", window=6).double().eval()
     trunc.load_state_dict(full.state_dict())
     x = _x(2, 6, E, seed=22)
     kpm = _kpm(2, 6, pad=2)
@@ -291,9 +291,9 @@ def test_graph_layer_equals_dense_masked_attention(norm_first):
 
 
 def test_graph_on_complete_graph_with_self_loops_equals_full():
-    graph = TransformerEncoderLayer(E, H, FF, dropout=0.0, pattern="graph").double().eval()
+    graph = TransformerEncoderLayer(E, H, dim_feedforward=FF, dropout=0.0, pattern="graph").double().eval()
     _randomise(graph, 29)
-    full = TransformerEncoderLayer(E, H, FF, dropout=0.0).double().eval()
+    full = TransformerEncoderLayer(E, H, dim_feedforward=FF, dropout=0.0).double().eval()
     full.load_state_dict(graph.state_dict())
     n = 5
     j, i = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
@@ -309,8 +309,8 @@ def test_graph_on_complete_graph_with_self_loops_equals_full():
 
 # --------------------------------------------------------------------------- dropout, errors
 def test_dropout_only_in_training():
-    layer = TransformerEncoderLayer(E, H, FF, dropout=0.3).double()
-    ref = TransformerEncoderLayer(E, H, FF, dropout=0.0).double()
+    layer = TransformerEncoderLayer(E, H, dim_feedforward=FF, dropout=0.3).double()
+    ref = TransformerEncoderLayer(E, H, dim_feedforward=FF, dropout=0.0).double()
     ref.load_state_dict(layer.state_dict())
     x = _x(2, 5, E, seed=31).detach()
     layer.eval(), ref.eval()
