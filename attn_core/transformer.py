@@ -137,6 +137,11 @@ def _layer_config(d_model: int | LayerConfig, num_heads: int | None = None, **op
     return LayerConfig(d_model, num_heads, **options)  # type: ignore[arg-type]
 
 
+def _ff(dim_feedforward: int | None, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with a positional ``dim_feedforward`` (a layer's third argument) among them."""
+    return options if dim_feedforward is None else {**options, "dim_feedforward": dim_feedforward}
+
+
 class _ResidualLayer(nn.Module):
     """What both layers share: their :class:`LayerConfig`, the feed-forward network, one
     ``norm{i}``/``dropout{i}`` per residual block (torch's names), the pre-/post-LN rule and the
@@ -207,9 +212,10 @@ class TransformerEncoderLayer(_ResidualLayer):
     ``(B, L, E)`` for sequences or ``(N, E)`` node features with ``edge_index`` for ``pattern="graph"``.
     """
 
-    def __init__(self, d_model: int | LayerConfig, num_heads: int | None = None, **options: Any) -> None:
+    def __init__(self, d_model: int | LayerConfig, num_heads: int | None = None, dim_feedforward: int | None = None,
+                 **options: Any) -> None:  # the first three in torch.nn.TransformerEncoderLayer's order
         super().__init__()
-        self._init_common(_layer_config(d_model, num_heads, **options))
+        self._init_common(_layer_config(d_model, num_heads, **_ff(dim_feedforward, options)))
         if self.config.memory_dim is not None:
             V.fail("memory_dim", self.config.memory_dim, "only decoders take memory_dim (the width of their memory)")
         self.self_attn = self.config.self_attention(causal=False)
@@ -250,9 +256,10 @@ class TransformerDecoderLayer(_ResidualLayer):
     norm3: nn.LayerNorm
     dropout3: nn.Dropout
 
-    def __init__(self, d_model: int | LayerConfig, num_heads: int | None = None, **options: Any) -> None:
+    def __init__(self, d_model: int | LayerConfig, num_heads: int | None = None, dim_feedforward: int | None = None,
+                 **options: Any) -> None:  # the first three in torch.nn.TransformerDecoderLayer's order
         super().__init__()
-        self._init_common(cfg := _layer_config(d_model, num_heads, **options))
+        self._init_common(cfg := _layer_config(d_model, num_heads, **_ff(dim_feedforward, options)))
         check_pattern(cfg.pattern, causal=True)  # a decoder generates left to right
         self.self_attn = cfg.self_attention(causal=True)
         self.multihead_attn = MultiHeadAttention(  # cross-attention (torch's name)

@@ -84,3 +84,12 @@ def test_bad_options_raise_one_line(build, message):
     with pytest.raises(ValueError) as err:
         build()
     assert str(err.value) == message
+
+
+def test_layers_take_dim_feedforward_third_as_torch_nn_does() -> None:
+    """``TransformerEncoderLayer(d_model, nhead, dim_feedforward)`` is torch.nn's positional order."""
+    from attn_core import TransformerDecoderLayer, TransformerEncoderLayer
+
+    for cls in (TransformerEncoderLayer, TransformerDecoderLayer):
+        assert cls(16, 4, 40).config == cls(16, 4, dim_feedforward=40).config
+        assert cls(16, 4, 40).linear1.out_features == 40
