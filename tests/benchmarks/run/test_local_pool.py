@@ -17,6 +17,7 @@ import pytest
 from benchmarks.run import records as R
 from benchmarks.cli import main
 from benchmarks.run.worker import PLUGINS_ENV
+from tests.helpers.procs import communicate_all
 from tests.helpers.toy_task import register
 
 REPO = Path(__file__).resolve().parents[3]
@@ -141,8 +142,7 @@ def test_two_drivers_with_two_workers_each_train_every_cell_once(tmp_path, capsy
     out, starts = tmp_path / "out", tmp_path / "starts.txt"
     env = {**os.environ, PLUGINS_ENV: PLUGIN, "ATTNBENCH_TOY_STARTS": str(starts), "PYTHONPATH": str(REPO)}
     drivers = [_driver(["run", str(cfg), "--out", str(out), "--jobs", "2", "--no-report"], env) for _ in range(2)]
-    for d in drivers:
-        so, se = d.communicate(timeout=300)
+    for d, (so, se) in zip(drivers, communicate_all(drivers)):  # a time-out kills both
         assert d.returncode == 0, se[-3000:]
     recs = R.load_records(out)
     assert len(recs) == 4 and all(r["status"] == "ok" for r in recs)
@@ -163,7 +163,7 @@ def test_killing_the_driver_leaves_nothing_half_done_and_a_rerun_resumes(tmp_pat
     while time.monotonic() < deadline and d.poll() is None and len(R.load_records(out) if out.exists() else []) < 1:
         time.sleep(0.2)
     d.send_signal(signal.SIGINT)
-    so, se = d.communicate(timeout=60)
+    so, se = communicate_all([d], 120)[0]
     assert d.returncode == 130 and "attnbench: interrupted" in se, se[-2000:]
     done = R.load_records(out)
     assert 1 <= len(done) < 3 and all(r["status"] == "ok" for r in done)
