@@ -163,7 +163,7 @@ def test_killing_the_driver_leaves_nothing_half_done_and_a_rerun_resumes(tmp_pat
     while time.monotonic() < deadline and d.poll() is None and len(R.load_records(out) if out.exists() else []) < 1:
         time.sleep(0.2)
     d.send_signal(signal.SIGINT)
-    so, se = communicate_all([d], 120)[0]
+    so, se = communicate_all([d])[0]
     assert d.returncode == 130 and "attnbench: interrupted" in se, se[-2000:]
     done = R.load_records(out)
     assert 1 <= len(done) < 3 and all(r["status"] == "ok" for r in done)
