@@ -19,6 +19,7 @@ from benchmarks.run import claims as C
 from benchmarks.run import records as R
 from benchmarks.report import stats
 from benchmarks.cli import main
+from tests.helpers.procs import communicate_all, reaped
 from tests.helpers.toy_task import register
 
 REPO = Path(__file__).resolve().parents[3]
@@ -267,7 +268,7 @@ def test_two_runs_on_one_folder_train_each_cell_once(launcher, tmp_path):
     out, starts = tmp_path / "out", tmp_path / "starts.txt"
     procs = [_spawn(["run", cfg, "--out", out, "--no-report", "--launcher", launcher],
                     {"ATTNBENCH_TOY_STARTS": str(starts)}) for _ in range(2)]
-    results = [p.communicate(timeout=240) for p in procs]
+    results = communicate_all(procs)  # a time-out kills them: no driver trains on after the test
     for p, (so, se) in zip(procs, results):
         assert p.returncode == 0, se[-2000:]
         _no_traceback(so, se)
@@ -284,19 +285,20 @@ def test_a_signal_mid_cell_is_reported_with_its_exit_code(sig, code, word, tmp_p
     cfg = _toy(tmp_path, "broken", seeds=1, epochs=500, params="model_params: {broken: {kind: slow}}")
     out, stepped = tmp_path / "out", tmp_path / "stepped"
     p = _spawn(["run", cfg, "--out", out, "--no-report"], {"ATTNBENCH_TOY_STEPPED": str(stepped)})
-    # inside fit: the cell is claimed and a training step ran (polled, not slept: a starved CPU only waits longer)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and p.poll() is None and not stepped.exists():
-        time.sleep(0.1)
-    assert stepped.exists(), f"no training step within 240 s (exit {p.poll()})"
-    claims = list(out.rglob("*.claim"))
-    p.send_signal(sig)
-    so, se = p.communicate(timeout=60)
-    assert p.returncode == code, (so, se[-2000:])
-    assert f"attnbench: {word}" in se
-    _no_traceback(so, se)
-    assert claims and not any(c.exists() for c in claims)  # released on the way out
-    assert not R.load_records(out)  # an interrupted cell is not a failed one
+    with reaped(p):  # a failing check never leaves the driver training
+        # inside fit: the cell is claimed and a training step ran (polled, not slept: a starved CPU only waits longer)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and p.poll() is None and not stepped.exists():
+            time.sleep(0.1)
+        assert stepped.exists(), f"no training step within 240 s (exit {p.poll()})"
+        claims = list(out.rglob("*.claim"))
+        p.send_signal(sig)
+        so, se = communicate_all([p])[0]
+        assert p.returncode == code, (so, se[-2000:])
+        assert f"attnbench: {word}" in se
+        _no_traceback(so, se)
+        assert claims and not any(c.exists() for c in claims)  # released on the way out
+        assert not R.load_records(out)  # an interrupted cell is not a failed one
 
 
 # --------------------------------------------------------------------------- reports

@@ -17,6 +17,7 @@ import pytest
 from benchmarks.run import records as R
 from benchmarks.cli import main
 from benchmarks.run.worker import PLUGINS_ENV
+from tests.helpers.procs import communicate_all
 from tests.helpers.toy_task import register
 
 REPO = Path(__file__).resolve().parents[3]
@@ -136,48 +137,47 @@ def _driver(argv: list[str], env: dict) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_two_drivers_with_two_workers_each_train_every_cell_once(tmp_path):
+def test_two_drivers_with_two_workers_each_train_every_cell_once(tmp_path, capsys):
     cfg = _cfg(tmp_path, models="broken", seeds=4, epochs=2, params="model_params: {broken: {kind: slow}}")
     out, starts = tmp_path / "out", tmp_path / "starts.txt"
     env = {**os.environ, PLUGINS_ENV: PLUGIN, "ATTNBENCH_TOY_STARTS": str(starts), "PYTHONPATH": str(REPO)}
     drivers = [_driver(["run", str(cfg), "--out", str(out), "--jobs", "2", "--no-report"], env) for _ in range(2)]
-    for d in drivers:
-        so, se = d.communicate(timeout=300)
+    for d, (so, se) in zip(drivers, communicate_all(drivers)):  # a time-out kills both
         assert d.returncode == 0, se[-3000:]
     recs = R.load_records(out)
     assert len(recs) == 4 and all(r["status"] == "ok" for r in recs)
     assert len(starts.read_text().split()) == 4  # one training start per cell, over 4 workers
-    status = subprocess.run([sys.executable, "-m", "benchmarks", "status", str(out)], cwd=REPO, env=env,
-                            capture_output=True, text=True)
-    assert "4 cells: 4 done, 0 failed, 0 running, 0 pending" in status.stdout
+    assert main(["status", str(out)]) == 0  # in this process: the drivers are the processes under test
+    assert "4 cells: 4 done, 0 failed, 0 running, 0 pending" in capsys.readouterr().out
 
 
 @pytest.mark.slow
-def test_killing_the_driver_leaves_nothing_half_done_and_a_rerun_resumes(tmp_path):
+def test_killing_the_driver_leaves_nothing_half_done_and_a_rerun_resumes(tmp_path, capsys):
+    """The driver is a process of its own (it gets the SIGINT); the status checks and the rerun run
+    in this process (no second ~9 s interpreter start): the same CLI code on the same folder."""
     cfg = _cfg(tmp_path, models="broken", seeds=3, epochs=3, params="model_params: {broken: {kind: slow}}")
     out = tmp_path / "out"
     env = {**os.environ, PLUGINS_ENV: PLUGIN, "PYTHONPATH": str(REPO)}
     d = _driver(["run", str(cfg), "--out", str(out), "--jobs", "1", "--no-report"], env)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(R.load_records(out) if out.exists() else []) < 1:
-        time.sleep(0.5)
+    deadline = time.monotonic() + 240  # polled: a starved CPU only waits longer
+    while time.monotonic() < deadline and d.poll() is None and len(R.load_records(out) if out.exists() else []) < 1:
+        time.sleep(0.2)
     d.send_signal(signal.SIGINT)
-    so, se = d.communicate(timeout=60)
-    assert d.returncode == 130 and "attnbench: interrupted" in se
+    so, se = communicate_all([d])[0]
+    assert d.returncode == 130 and "attnbench: interrupted" in se, se[-2000:]
     done = R.load_records(out)
     assert 1 <= len(done) < 3 and all(r["status"] == "ok" for r in done)
+    capsys.readouterr()
     deadline = time.monotonic() + 60  # a worker on a starved CPU may still be releasing its claim: poll
     while True:
-        st = json.loads(subprocess.run([sys.executable, "-m", "benchmarks", "status", str(out), "--json"], cwd=REPO,
-                                       env=env, capture_output=True, text=True).stdout)
+        assert main(["status", str(out), "--json"]) == 0
+        st = json.loads(capsys.readouterr().out)
         if not st["running"] or time.monotonic() > deadline:
             break
-        time.sleep(0.5)
+        time.sleep(0.2)
     assert not st["running"] and not st["failed"]  # the interrupted cell is pending, not failed
-    again = _driver(["run", str(cfg), "--out", str(out), "--jobs", "2", "--no-report"], env)
-    so, se = again.communicate(timeout=300)
-    assert again.returncode == 0, se[-2000:]
-    assert f"skipped {len(done)} finished ones" in so
+    assert main(["run", str(cfg), "--out", str(out), "--jobs", "2", "--no-report"]) == 0
+    assert f"skipped {len(done)} finished ones" in capsys.readouterr().out
     assert len(R.load_records(out)) == 3
 
 

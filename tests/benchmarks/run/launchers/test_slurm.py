@@ -96,7 +96,9 @@ def test_no_wait_returns_at_once_and_status_follows_the_cells(local_slurm, tmp_p
     assert _run(cfg, out, "--launcher", "slurm", "--no-wait", "--set", "seeds=1", "--slurm-gpus-per-cell", "1") == 0
     took = time.monotonic() - t0
     text = capsys.readouterr().out
-    assert took < 15, f"--no-wait took {took:.1f} s"
+    # the real check is "0 done" below (a run that waited would show the cell done); the bound only
+    # catches a hang, generous for a starved CPU (34.7 s seen on a 2-core VM at load 11)
+    assert took < 120, f"--no-wait took {took:.1f} s"
     assert f"attnbench status {out}" in text
     assert main(["status", str(out)]) == 0
     first = capsys.readouterr().out
