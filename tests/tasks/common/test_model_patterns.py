@@ -90,7 +90,7 @@ def test_vit_takes_every_sequence_pattern(pattern):
     from tasks.vision.models import ViT
 
     torch.manual_seed(0)
-    net = ViT(1, 8, 8, 3, patch_size=2, d_model=8, num_heads=2, num_layers=1, attention=pattern,
+    net = ViT(1, 8, 8, 3, patch_size=2, d_model=8, num_heads=2, num_layers=1, pattern=pattern,
               pattern_params=SMALL.get(pattern)).eval()
     out = net(torch.randn(2, 1, 8, 8))
     assert out.shape == (2, 3) and torch.isfinite(out).all()
@@ -101,9 +101,9 @@ def test_vit_refuses_graph_and_pattern_params_with_local():
     from tasks.vision.models import ViT
 
     with pytest.raises(ValueError, match="'local'.*'performer'"):
-        ViT(1, 8, 8, 3, attention="graph")
+        ViT(1, 8, 8, 3, pattern="graph")
     with pytest.raises(ValueError, match="radius"):
-        ViT(1, 8, 8, 3, attention="local", pattern_params={"window": 2})
+        ViT(1, 8, 8, 3, pattern="local", pattern_params={"window": 2})
 
 
 @pytest.mark.parametrize("pattern", ["full", "linear", "performer", "nystrom", "graph"])
