@@ -336,7 +336,7 @@ class ConvS2S(nn.Module):
         nn.init.normal_(self.embed.weight, std=0.1)
         with torch.no_grad():
             self.embed.weight[pad_id].zero_()
-        self.pos = attn_core.LearnedPositionalEmbedding(max_positions, emb_dim, dropout)
+        self.pos = attn_core.LearnedPositionalEmbedding(emb_dim, max_positions, dropout)
         self.drop = nn.Dropout(dropout)
         self.enc_in, self.enc_out = nn.Linear(emb_dim, hidden), nn.Linear(hidden, emb_dim)
         self.enc_convs = nn.ModuleList(nn.Conv1d(hidden, 2 * hidden, kernel_size, padding=kernel_size // 2)

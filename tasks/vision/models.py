@@ -204,7 +204,7 @@ class ViT(nn.Module):
         n = self.grid[0] * self.grid[1] + (pool == "cls")
         self.embed = nn.Linear(channels * patch_size**2, d_model)  # the patch embedding (a p x p stride-p conv)
         self.cls = nn.Parameter(torch.zeros(1, 1, d_model)) if pool == "cls" else None
-        self.pos = attn_core.LearnedPositionalEmbedding(n, d_model, dropout=dropout)
+        self.pos = attn_core.LearnedPositionalEmbedding(d_model, n, dropout=dropout)
         self.encoder = attn_core.TransformerEncoder(
             d_model, num_heads, num_layers, dim_feedforward=int(mlp_ratio * d_model), dropout=dropout,
             attn_dropout=attn_dropout, norm_first=True, pattern=core, pattern_params=params, max_len=n,
