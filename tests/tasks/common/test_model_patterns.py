@@ -166,8 +166,7 @@ def test_default_pattern_params_leave_the_cell_id_alone(task, dataset, model):
     assert "pattern_params" not in base.config["model_params"]
     for same in ({"pattern_params": None}, {"pattern_params": {}}):
         assert expand(validate_suite(_suite(task, dataset, model, same)))[0].cell_id == base.cell_id
-    key = "attention" if task == "vision" else "pattern"
-    cell = expand(validate_suite(_suite(task, dataset, model, {key: "performer", "pattern_params": {"features": 8}})))[0]
+    cell = expand(validate_suite(_suite(task, dataset, model, {"pattern": "performer", "pattern_params": {"features": 8}})))[0]
     assert cell.cell_id != base.cell_id and cell.pattern == "performer"
     assert cell.config["model_params"]["pattern_params"] == {"features": 8}
 
@@ -198,7 +197,7 @@ def test_quick_cell_ids_of_attention_models_are_unchanged():
      r"cells\[0\]\.model_params\.transformer: pattern='nystrom' is invalid: it does not support causal.*'performer'"),
     ("pos_tagging", "synthetic", "transformer", {"pattern": "performer", "pattern_params": {"featurez": 3}},
      r"unknown key\(s\) 'featurez' for pattern='performer'; valid keys: 'features', 'redraw'"),
-    ("vision", "synthetic", "vit", {"attention": "graph"}, r"expected 'local' or a sequence pattern"),
+    ("vision", "synthetic", "vit", {"pattern": "graph"}, r"expected 'local' or a sequence pattern"),
     ("graphs", "sbm", "full_attention", {"pattern": "truncated"}, r"node order means nothing"),
     ("pos_tagging", "synthetic", "transformer", {"pattern": "nope"}, r"pattern='nope' is invalid: expected one of"),
 ])

@@ -427,7 +427,7 @@ def _acc(mod, dm, split="test") -> float:
 
 
 _SMALL_PARAMS = {"resnet": {"base_channels": 4, "layers": [1, 1, 1, 1]}, "vit": {"d_model": 32, "num_layers": 2},
-                 "vit_local": {"d_model": 32, "num_layers": 2}, "row_rnn": {"hidden": 32}}
+                 "vit_local": {"d_model": 32, "num_layers": 2}, "row_rnn": {"hidden_size": 32}}
 
 
 @pytest.mark.parametrize("name", ["vit", "vit_local", "resnet", "cnn", "row_rnn", "patch_bag"])
