@@ -18,10 +18,12 @@ One name per concept across every model builder, torch.nn's where it has one (is
   per-node) representation: a Transformer's width, a sequence or graph CNN's channels (POS
   ``cnn``, speech ``cnn``, ``convs2s``, ``gcn``), an MLP's hidden width (the ``mlp`` floors,
   ``frame_mlp``, ``patch_bag``).
-* ``hidden_size``: the state size of a classic RNN (``nn.LSTM``/``nn.GRU``'s name): ``bilstm``,
-  speech ``lstm``, ``row_rnn``, the translation ``rnn_*`` encoder/decoder, ``ggnn`` (its GRU
-  node state). Modern recurrences (``modern_rnn``) keep ``d_model`` and ``d_state``: their
-  layer width is a residual stream's, their state a separate size.
+* ``hidden_size``: the state size of a classic RNN, per direction (``nn.LSTM``/``nn.GRU``'s name
+  and meaning): ``bilstm``, ``row_rnn``, the translation ``rnn_*`` encoder/decoder, ``ggnn`` (its
+  GRU node state). Speech ``lstm`` keeps ``d_model``: its value is the frame representation's
+  width (input projection and output, both directions together; ``d_model / 2`` per direction),
+  so calling it ``hidden_size`` would give that name a second meaning. Modern recurrences
+  (``modern_rnn``) keep ``d_model`` and ``d_state``: a residual stream's width, a separate state.
 * ``embedding_dim``: a token embedding's width (``nn.Embedding``'s name) where a model has one
   embedding (translation ``rnn_*``, ``convs2s``). The POS taggers keep ``word_dim``,
   ``char_dim`` and ``char_out``: two embeddings and a char encoder, each name qualified by
@@ -44,7 +46,7 @@ Renamed so far (old -> new, per builder: the ``renamed=`` of each registration):
 ``heads``, ``layers``, ``hidden`` (-> ``head_dim`` in GAT, ``d_model`` in ``gcn``/``mlp``,
 ``hidden_size`` in ``ggnn``), ``steps``; POS ``heads``, ``layers``, ``ff``, ``hidden``,
 ``channels``, ``kernel``; translation ``emb_dim``, ``hidden``, ``attention`` (-> ``score``);
-speech ``lstm``'s ``d_model`` (-> ``hidden_size``), ``cnn``'s ``num_blocks``, ``kernel``;
+speech ``cnn``'s ``num_blocks``, ``kernel``;
 vision ``vit``'s ``attention`` (-> ``pattern``), ``cnn``'s ``convs``, ``hidden``.
 """
 

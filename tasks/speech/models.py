@@ -259,11 +259,11 @@ for _w in (8, 16, 32, 64):
                     description=f"Transformer encoder, truncated self-attention (+-{_w} frames)")
 
 
-@register_model(family="rnn", renamed={"d_model": "hidden_size"})
-def lstm(data_info: Mapping[str, Any], *, hidden_size: int = 96, num_layers: int = 2, dropout: float = 0.1,
+@register_model(family="rnn")
+def lstm(data_info: Mapping[str, Any], *, d_model: int = 96, num_layers: int = 2, dropout: float = 0.1,
          stack: int = 1) -> SpeechNet:
     """bidirectional LSTM, 2 layers"""
-    return build_model("lstm", data_info, d_model=hidden_size, num_layers=num_layers, dropout=dropout, stack=stack)
+    return build_model("lstm", data_info, d_model=d_model, num_layers=num_layers, dropout=dropout, stack=stack)
 
 
 @register_model(family="cnn", renamed={"num_blocks": "num_layers", "kernel": "kernel_size"})

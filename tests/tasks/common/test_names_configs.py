@@ -38,7 +38,6 @@ OLD_AND_NEW = [
     ("translation", "synthetic", "rnn_noattn", {"emb_dim": 16, "hidden": 24},
      {"embedding_dim": 16, "hidden_size": 24}),
     ("translation", "synthetic", "convs2s", {"emb_dim": 16, "hidden": 32}, {"embedding_dim": 16, "d_model": 32}),
-    ("speech", "synthetic", "lstm", {"d_model": 32}, {"hidden_size": 32}),
     ("speech", "synthetic", "cnn", {"num_blocks": 2, "kernel": 5}, {"num_layers": 2, "kernel_size": 5}),
     ("vision", "synthetic", "vit", {"attention": "local"}, {"pattern": "local"}),
     ("vision", "synthetic", "vit_performer", {"attention": "full"}, {"pattern": "full"}),
