@@ -4,8 +4,9 @@
   ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(p / 10000^(2i/d))``.
 * :class:`LearnedPositionalEmbedding`: one trained vector per position (BERT/GPT style).
 
-Both add to a batch-first ``(B, L, E)`` input and take ``offset`` so incremental decoding can
-encode position ``offset + t`` for the ``t``-th new token.
+Both take ``(dim, max_len, dropout)`` in that order (the width first, as ``nn.Embedding``'s
+table is read), add to a batch-first ``(B, L, E)`` input and take ``offset`` so incremental
+decoding can encode position ``offset + t`` for the ``t``-th new token.
 """
 
 from __future__ import annotations
@@ -86,10 +87,10 @@ class LearnedPositionalEmbedding(nn.Module):
     Initialised ``N(0, 0.02^2)`` (as BERT/GPT-2): small next to unit-scale token embeddings,
     where ``nn.Embedding``'s default ``N(0, 1)`` would drown them."""
 
-    def __init__(self, max_len: int, dim: int, dropout: float = 0.0) -> None:
+    def __init__(self, dim: int, max_len: int, dropout: float = 0.0) -> None:
         super().__init__()
-        V.check_positive_int("max_len", max_len)
         V.check_positive_int("dim", dim)
+        V.check_positive_int("max_len", max_len)
         V.check_dropout(dropout, "dropout")
         self.dim, self.max_len = dim, max_len
         self.embedding = nn.Embedding(max_len, dim)
@@ -103,4 +104,4 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.dropout(x + self.embedding(positions).to(x.dtype)[None])  # (B, L, E)
 
     def extra_repr(self) -> str:
-        return f"max_len={self.max_len}, dim={self.dim}"
+        return f"dim={self.dim}, max_len={self.max_len}"

@@ -314,18 +314,18 @@ def _sizes(data_info: Mapping[str, Any]) -> tuple[int, int]:
     return int(data_info["num_features"]), int(data_info["num_classes"])
 
 
-#: the names these parameters had before they took torch.nn's (as translation, speech and vision):
-#: still accepted with a deprecation notice, and what cell ids hash (tasks/common/params.py).
-#: ``out_heads`` keeps its name: only GAT has it, and it reads as "heads of the output layer".
-_RENAMED = {"heads": "num_heads", "layers": "num_layers"}
-_RENAMED_LAYERS = {"layers": "num_layers"}
+#: the names these parameters had before they took one name per concept (tasks/common/params.py):
+#: still accepted with a deprecation notice, and what cell ids hash. ``out_heads`` keeps its name:
+#: only GAT has it, and it reads as "heads of the output layer".
+_RENAMED = {"heads": "num_heads", "layers": "num_layers", "hidden": "head_dim"}
+_RENAMED_WIDTH = {"layers": "num_layers", "hidden": "d_model"}
 _ATTENTION = dict(family="attention", check=_check_attention_net, omit_when_default=(PATTERN_PARAMS,),
                   renamed=_RENAMED)
 
 
 @register_model(pattern="graph", **_ATTENTION)
 def graph_attention(
-    data_info: Mapping[str, Any], *, hidden: int = 32, num_heads: int = 8, out_heads: int = 1, num_layers: int = 2,
+    data_info: Mapping[str, Any], *, head_dim: int = 32, num_heads: int = 8, out_heads: int = 1, num_layers: int = 2,
     dropout: float = 0.6, attn_dropout: float = 0.6, self_loops: bool = True, residual: bool = False,
     pattern_params: dict[str, Any] | None = None, pattern: str = "graph", score: str = "additive",
 ) -> AttentionNet:
@@ -335,7 +335,7 @@ def graph_attention(
     but 32 features per head instead of 8. Cora test accuracy, 10 seeds, best-val-acc checkpoint:
     8/head 82.1-82.5, 16/head 82.2-82.8, 32/head 82.7-82.8 (and a smaller spread)."""
     num_nodes = int(data_info["num_nodes"]) if "num_nodes" in data_info else None  # sizes patterns sized by length
-    return AttentionNet(*_sizes(data_info), hidden=hidden, num_heads=num_heads, out_heads=out_heads,
+    return AttentionNet(*_sizes(data_info), hidden=head_dim, num_heads=num_heads, out_heads=out_heads,
                         num_layers=num_layers, pattern=pattern, score=score, dropout=dropout, attn_dropout=attn_dropout,
                         self_loops=self_loops, residual=residual, pattern_params=pattern_params, num_nodes=num_nodes)
 
@@ -352,25 +352,25 @@ FULL_ATTENTION = register_preset(
 )
 
 
-@register_model(family="cnn", renamed=_RENAMED_LAYERS)
-def gcn(data_info: Mapping[str, Any], *, hidden: int = 64, num_layers: int = 2, dropout: float = 0.5) -> GCN:
+@register_model(family="cnn", renamed=_RENAMED_WIDTH)
+def gcn(data_info: Mapping[str, Any], *, d_model: int = 64, num_layers: int = 2, dropout: float = 0.5) -> GCN:
     """GCN (Kipf & Welling 2017)"""
-    return GCN(*_sizes(data_info), hidden=hidden, num_layers=num_layers, dropout=dropout)
+    return GCN(*_sizes(data_info), hidden=d_model, num_layers=num_layers, dropout=dropout)
 
 
-@register_model(family="rnn")
-def ggnn(data_info: Mapping[str, Any], *, hidden: int = 64, steps: int = 2, dropout: float = 0.5,
+@register_model(family="rnn", renamed={"hidden": "hidden_size", "steps": "num_layers"})
+def ggnn(data_info: Mapping[str, Any], *, hidden_size: int = 64, num_layers: int = 2, dropout: float = 0.5,
          aggr: str = "mean") -> GGNN:
     """gated graph network (GRU node update)
 
     Mean aggregation (GGNN's original is a sum): on Cora 77.5 vs 74.9 over 2 seeds."""
-    return GGNN(*_sizes(data_info), hidden=hidden, steps=steps, dropout=dropout, aggr=aggr)
+    return GGNN(*_sizes(data_info), hidden=hidden_size, steps=num_layers, dropout=dropout, aggr=aggr)
 
 
-@register_model(family="other", renamed=_RENAMED_LAYERS)
-def mlp(data_info: Mapping[str, Any], *, hidden: int = 64, num_layers: int = 2, dropout: float = 0.5) -> MLP:
+@register_model(family="other", renamed=_RENAMED_WIDTH)
+def mlp(data_info: Mapping[str, Any], *, d_model: int = 64, num_layers: int = 2, dropout: float = 0.5) -> MLP:
     """MLP floor (ignores edges)"""
-    return MLP(*_sizes(data_info), hidden=hidden, num_layers=num_layers, dropout=dropout)
+    return MLP(*_sizes(data_info), hidden=d_model, num_layers=num_layers, dropout=dropout)
 
 
 #: ``full_attention_<pattern>`` presets (not in ``models: all``): full_attention's network over all

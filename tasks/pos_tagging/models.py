@@ -177,6 +177,7 @@ def _tagger(data_info: Mapping[str, Any], encoder: type[nn.Module], **params: An
 #: still accepted with a deprecation notice, and what cell ids hash (tasks/common/params.py)
 _RENAMED = {"heads": "num_heads", "layers": "num_layers", "ff": "dim_feedforward"}
 _RENAMED_LAYERS = {"layers": "num_layers"}
+_RENAMED_WIDTH = {**_RENAMED_LAYERS, "hidden": "d_model"}
 
 
 @register_model(family="attention", pattern="full", check=PatternCheck(padding=True),
@@ -198,30 +199,30 @@ register_preset("transformer_truncated", transformer, {"pattern": "truncated", "
                 description="the same with truncated attention (window words either side)")
 
 
-@register_model(family="rnn", renamed=_RENAMED_LAYERS)
+@register_model(family="rnn", renamed={**_RENAMED_LAYERS, "hidden": "hidden_size"})
 def bilstm(data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: int = 32, char_out: int = 64,
-           emb_dropout: float = 0.3, hidden: int = 200, num_layers: int = 2, dropout: float = 0.3) -> Tagger:
+           emb_dropout: float = 0.3, hidden_size: int = 200, num_layers: int = 2, dropout: float = 0.3) -> Tagger:
     """2-layer BiLSTM tagger"""
     return _tagger(data_info, LSTMContext, word_dim=word_dim, char_dim=char_dim, char_out=char_out,
-                   emb_dropout=emb_dropout, hidden=hidden, num_layers=num_layers, dropout=dropout)
+                   emb_dropout=emb_dropout, hidden=hidden_size, num_layers=num_layers, dropout=dropout)
 
 
-@register_model(family="cnn", renamed=_RENAMED_LAYERS)
+@register_model(family="cnn", renamed={**_RENAMED_LAYERS, "channels": "d_model", "kernel": "kernel_size"})
 def cnn(data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: int = 32, char_out: int = 64,
-        emb_dropout: float = 0.3, channels: int = 256, num_layers: int = 4, kernel: int = 3, dilation_base: int = 2,
+        emb_dropout: float = 0.3, d_model: int = 256, num_layers: int = 4, kernel_size: int = 3, dilation_base: int = 2,
         dropout: float = 0.2) -> Tagger:
     """residual dilated 1-D CNN (dilations 1, 2, 4, 8)"""
     return _tagger(data_info, ConvContext, word_dim=word_dim, char_dim=char_dim, char_out=char_out,
-                   emb_dropout=emb_dropout, channels=channels, num_layers=num_layers, kernel=kernel,
+                   emb_dropout=emb_dropout, channels=d_model, num_layers=num_layers, kernel=kernel_size,
                    dilation_base=dilation_base, dropout=dropout)
 
 
-@register_model(family="other", renamed=_RENAMED_LAYERS)
+@register_model(family="other", renamed=_RENAMED_WIDTH)
 def mlp(data_info: Mapping[str, Any], *, word_dim: int = 100, char_dim: int = 32, char_out: int = 64,
-        emb_dropout: float = 0.3, hidden: int = 256, num_layers: int = 2, dropout: float = 0.2) -> Tagger:
+        emb_dropout: float = 0.3, d_model: int = 256, num_layers: int = 2, dropout: float = 0.2) -> Tagger:
     """per-token MLP, no context (floor)"""
     return _tagger(data_info, NoContext, word_dim=word_dim, char_dim=char_dim, char_out=char_out,
-                   emb_dropout=emb_dropout, hidden=hidden, num_layers=num_layers, dropout=dropout)
+                   emb_dropout=emb_dropout, hidden=d_model, num_layers=num_layers, dropout=dropout)
 
 
 #: ``transformer_<pattern>`` presets of the efficient patterns (not in ``models: all``); local_global

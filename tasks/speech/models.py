@@ -266,11 +266,11 @@ def lstm(data_info: Mapping[str, Any], *, d_model: int = 96, num_layers: int = 2
     return build_model("lstm", data_info, d_model=d_model, num_layers=num_layers, dropout=dropout, stack=stack)
 
 
-@register_model(family="cnn")
-def cnn(data_info: Mapping[str, Any], *, d_model: int = 96, num_blocks: int = 4, kernel: int = 9,
+@register_model(family="cnn", renamed={"num_blocks": "num_layers", "kernel": "kernel_size"})
+def cnn(data_info: Mapping[str, Any], *, d_model: int = 96, num_layers: int = 4, kernel_size: int = 9,
         dilations: list[int] = [1, 2, 4, 8], dropout: float = 0.1) -> SpeechNet:  # noqa: B006 (copied, never mutated)
     """TC-ResNet-like temporal CNN (residual kernel-9 convs, dilations 1-8)"""
-    return build_model("cnn", data_info, d_model=d_model, num_blocks=num_blocks, kernel=kernel, dilations=dilations,
+    return build_model("cnn", data_info, d_model=d_model, num_blocks=num_layers, kernel=kernel_size, dilations=dilations,
                        dropout=dropout)
 
 

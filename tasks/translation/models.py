@@ -24,7 +24,7 @@ both languages), so every model shares one embedding table between source and ta
   attention (the previous decoder state queries the source before the GRU step), Luong attention
   (the new state queries it after the step, with input feeding; ``dot`` or ``general`` score), or
   none: the bottleneck ablation, where the decoder sees only the final encoder states (as its
-  initial state and as a fixed context at every step, as in Cho et al. 2014).
+  initial state and as a fixed context at every step, as in Cho et al. 2014); parameter ``score``.
 * ``convs2s`` (cnn): :class:`ConvS2S` (Gehring et al. 2017), convolutional encoder and causal
   convolutional decoder with gated linear units and dot-product attention in every decoder layer.
 """
@@ -40,7 +40,7 @@ from torch import Tensor, nn
 
 import attn_core
 from tasks.common.patterns import PATTERN_PARAMS, PatternCheck, model_pattern, register_variants
-from tasks.common.registry import register_model, register_preset
+from tasks.common.registry import Bounds, register_model, register_preset
 from tasks.common.rnn import run_padded
 from tasks.translation.search import State
 
@@ -336,7 +336,7 @@ class ConvS2S(nn.Module):
         nn.init.normal_(self.embed.weight, std=0.1)
         with torch.no_grad():
             self.embed.weight[pad_id].zero_()
-        self.pos = attn_core.LearnedPositionalEmbedding(max_positions, emb_dim, dropout)
+        self.pos = attn_core.LearnedPositionalEmbedding(emb_dim, max_positions, dropout)
         self.drop = nn.Dropout(dropout)
         self.enc_in, self.enc_out = nn.Linear(emb_dim, hidden), nn.Linear(hidden, emb_dim)
         self.enc_convs = nn.ModuleList(nn.Conv1d(hidden, 2 * hidden, kernel_size, padding=kernel_size // 2)
@@ -429,28 +429,31 @@ def transformer(
                               pattern=pattern, pattern_params=pattern_params)
 
 
-@register_model(family="rnn")
-def rnn_bahdanau(data_info: Mapping[str, Any], *, emb_dim: int = 256, hidden: int = 256, enc_layers: int = 1,
-                 dec_layers: int = 1, dropout: float = 0.2, attention: str = "bahdanau") -> RNNSeq2Seq:
+#: ``score``: the RNN decoder's attention score (not a :mod:`attn_core` pattern, not the graph
+#: score), hence its own choices
+@register_model(family="rnn", renamed={"emb_dim": "embedding_dim", "hidden": "hidden_size", "attention": "score"},
+                bounds={"score": Bounds(choices=RNN_ATTENTIONS)})
+def rnn_bahdanau(data_info: Mapping[str, Any], *, embedding_dim: int = 256, hidden_size: int = 256,
+                 enc_layers: int = 1, dec_layers: int = 1, dropout: float = 0.2, score: str = "bahdanau") -> RNNSeq2Seq:
     """BiGRU encoder, GRU decoder, Bahdanau additive attention"""
-    return RNNSeq2Seq(**_vocab(data_info), emb_dim=emb_dim, hidden=hidden, enc_layers=enc_layers,
-                      dec_layers=dec_layers, dropout=dropout, attention=attention)
+    return RNNSeq2Seq(**_vocab(data_info), emb_dim=embedding_dim, hidden=hidden_size, enc_layers=enc_layers,
+                      dec_layers=dec_layers, dropout=dropout, attention=score)
 
 
-register_preset("rnn_luong_dot", rnn_bahdanau, {"attention": "luong_dot"},
+register_preset("rnn_luong_dot", rnn_bahdanau, {"score": "luong_dot"},
                 description="BiGRU encoder, GRU decoder, Luong dot attention (input feeding)")
-register_preset("rnn_luong_general", rnn_bahdanau, {"attention": "luong_general"},
+register_preset("rnn_luong_general", rnn_bahdanau, {"score": "luong_general"},
                 description="BiGRU encoder, GRU decoder, Luong general attention (input feeding)")
-register_preset("rnn_noattn", rnn_bahdanau, {"attention": "none"}, family="other",
+register_preset("rnn_noattn", rnn_bahdanau, {"score": "none"}, family="other",
                 description="BiGRU encoder, GRU decoder without attention: the final encoder state only "
                             "(bottleneck ablation)")
 
 
-@register_model(family="cnn")
-def convs2s(data_info: Mapping[str, Any], *, emb_dim: int = 256, hidden: int = 256, enc_layers: int = 4,
+@register_model(family="cnn", renamed={"emb_dim": "embedding_dim", "hidden": "d_model"})
+def convs2s(data_info: Mapping[str, Any], *, embedding_dim: int = 256, d_model: int = 256, enc_layers: int = 4,
             dec_layers: int = 4, kernel_size: int = 3, dropout: float = 0.2) -> ConvS2S:
     """ConvS2S: GLU convolutions, attention in every decoder layer"""
-    return ConvS2S(**_vocab(data_info), emb_dim=emb_dim, hidden=hidden, enc_layers=enc_layers, dec_layers=dec_layers,
+    return ConvS2S(**_vocab(data_info), emb_dim=embedding_dim, hidden=d_model, enc_layers=enc_layers, dec_layers=dec_layers,
                    kernel_size=kernel_size, dropout=dropout)
 
 

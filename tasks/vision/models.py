@@ -7,7 +7,7 @@ from the DataModule's ``info``, so one config runs on MNIST, Fashion-MNIST or CI
   mean pooling (or a class token) and a linear head. ``vit`` attends over every patch;
   ``vit_local`` only within a Chebyshev ``radius`` on the 2-D patch grid
   (:func:`attn_core.grid_window_edges`), as ``MultiHeadAttention(pattern="graph")`` over the
-  batch's patch graphs: the truncated variant in two dimensions. ``attention`` may also name any
+  batch's patch graphs: the truncated variant in two dimensions. ``pattern`` may also name any
   registered sequence pattern (``"performer"``, ...) over the raster-order patch sequence, with
   its ``pattern_params``.
 * ``resnet`` (family ``cnn``): torchvision's ResNet-18 adapted to small images (3x3 stride-1
@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 import attn_core
 from tasks.common.patterns import PATTERN_PARAMS, model_pattern, register_variants
-from tasks.common.registry import register_model, register_preset
+from tasks.common.registry import Bounds, register_model, register_preset
 
 __all__ = [
     "patchify",
@@ -150,25 +150,25 @@ def rollout(weights: list[Tensor], pool: str = "mean") -> Tensor:
 
 
 # --------------------------------------------------------------------------- ViT
-def vit_pattern(attention: str, pattern_params: dict[str, Any] | None = None) -> tuple[str, dict[str, Any] | None]:
-    """``(attn_core pattern, its parameters)`` of a ViT's ``attention``: ``"local"`` is the
+def vit_pattern(pattern: str, pattern_params: dict[str, Any] | None = None) -> tuple[str, dict[str, Any] | None]:
+    """``(attn_core pattern, its parameters)`` of a ViT's ``pattern``: ``"local"`` is the
     ``"graph"`` pattern over the 2-D window's edges (no ``pattern_params``); anything else must be
     a registered sequence pattern (no causal or padding needed: every image has all its patches).
     Raises a one-line ``ValueError``."""
-    if attention == "local":
+    if pattern == "local":
         if pattern_params:
-            raise ValueError(f"pattern_params={pattern_params!r} is invalid with attention='local' (its window is "
+            raise ValueError(f"pattern_params={pattern_params!r} is invalid with pattern='local' (its window is "
                              "radius); pattern_params go with a sequence pattern")
         return "graph", None
-    if attention not in attn_core.list_patterns(kind="sequence"):
+    if pattern not in attn_core.list_patterns(kind="sequence"):
         valid = ", ".join(map(repr, ("local", *attn_core.list_patterns(kind="sequence"))))
-        raise ValueError(f"attention={attention!r} is invalid: expected 'local' or a sequence pattern; valid: {valid}")
-    return attention, model_pattern(attention, pattern_params)
+        raise ValueError(f"pattern={pattern!r} is invalid: expected 'local' or a sequence pattern; valid: {valid}")
+    return pattern, model_pattern(pattern, pattern_params)
 
 
 def _check_vit(params: dict[str, Any]) -> None:
     """``ModelSpec.check`` of the ViTs: :func:`vit_pattern` of the resolved params."""
-    vit_pattern(params["attention"], params.get(PATTERN_PARAMS))
+    vit_pattern(params["pattern"], params.get(PATTERN_PARAMS))
 
 
 class ViT(nn.Module):
@@ -183,38 +183,38 @@ class ViT(nn.Module):
         d_model, num_heads, num_layers, mlp_ratio: encoder width, heads, depth, FFN width ratio.
         dropout, attn_dropout: residual/FFN/embedding dropout and attention-probability dropout.
         pool: ``"mean"`` (average of the patch outputs) or ``"cls"`` (a learned class token).
-        attention: ``"full"`` (every patch), ``"local"`` (patches within Chebyshev ``radius``
+        pattern: ``"full"`` (every patch), ``"local"`` (patches within Chebyshev ``radius``
             on the patch grid, the class token excepted: it sees and is seen by all), or any
             registered sequence pattern over the raster-order patches (:func:`vit_pattern`).
-        radius: the local window's radius in patches (``attention="local"`` only).
+        radius: the local window's radius in patches (``pattern="local"`` only).
         pattern_params: the sequence pattern's own parameters (not with ``"local"``).
     """
 
     def __init__(self, channels: int, height: int, width: int, num_classes: int, *, patch_size: int | None = 4,
                  patch_grid: int | None = None, d_model: int = 64, num_heads: int = 4, num_layers: int = 4,
                  mlp_ratio: float = 2.0, dropout: float = 0.1, attn_dropout: float = 0.0, pool: str = "mean",
-                 attention: str = "full", radius: int = 1, pattern_params: dict[str, Any] | None = None) -> None:
+                 pattern: str = "full", radius: int = 1, pattern_params: dict[str, Any] | None = None) -> None:
         super().__init__()
         patch_size = resolve_patch_size(patch_size, patch_grid, height, width)
         if pool not in ("mean", "cls"):
             raise ValueError(f"pool={pool!r}; valid: 'mean', 'cls'")
-        pattern, params = vit_pattern(attention, pattern_params)
-        self.patch_size, self.pool, self.attention, self.radius = patch_size, pool, attention, radius
+        core, params = vit_pattern(pattern, pattern_params)  # "local" runs as attn_core's "graph"
+        self.patch_size, self.pool, self.pattern, self.radius = patch_size, pool, pattern, radius
         self.grid = (height // patch_size, width // patch_size)
         n = self.grid[0] * self.grid[1] + (pool == "cls")
         self.embed = nn.Linear(channels * patch_size**2, d_model)  # the patch embedding (a p x p stride-p conv)
         self.cls = nn.Parameter(torch.zeros(1, 1, d_model)) if pool == "cls" else None
-        self.pos = attn_core.LearnedPositionalEmbedding(n, d_model, dropout=dropout)
+        self.pos = attn_core.LearnedPositionalEmbedding(d_model, n, dropout=dropout)
         self.encoder = attn_core.TransformerEncoder(
             d_model, num_heads, num_layers, dim_feedforward=int(mlp_ratio * d_model), dropout=dropout,
-            attn_dropout=attn_dropout, norm_first=True, pattern=pattern, pattern_params=params, max_len=n,
+            attn_dropout=attn_dropout, norm_first=True, pattern=core, pattern_params=params, max_len=n,
         )
         self.head = nn.Linear(d_model, num_classes)
         self._edges: dict[tuple[int, str], Tensor] = {}
         # one image's window graph, built here on the host (it validates radius) and moved with
         # the module: a step only adds per-image offsets, with no host-device sync
         self.register_buffer("_image_edges", _image_edges(*self.grid, radius, cls_token=pool == "cls")[0]
-                             if attention == "local" else None, persistent=False)
+                             if pattern == "local" else None, persistent=False)
 
     def _edge_index(self, batch: int, device: torch.device) -> Tensor:
         key = (batch, str(device))
@@ -235,7 +235,7 @@ class ViT(nn.Module):
         dense ``(B, H, n, n)`` (zeros outside the local window)."""
         t = self.tokens(x)
         b, n, d = t.shape
-        if self.attention != "local":
+        if self.pattern != "local":
             return self.encoder(t, need_weights=need_weights)
         ei = self._edge_index(b, t.device)
         res = self.encoder(t.reshape(b * n, d), edge_index=ei, need_weights=need_weights)  # nodes (B*n, D)
@@ -258,7 +258,7 @@ class ViT(nn.Module):
     def forms_attention_weights(self) -> bool:
         """Whether the attention forms its weights (:meth:`attention_rollout` needs them): not the
         kernel and low-rank patterns (``linear``, ``performer``, ``linformer``, ``nystrom``)."""
-        return self.attention == "local" or attn_core.get_pattern(self.attention).weights
+        return self.pattern == "local" or attn_core.get_pattern(self.pattern).weights
 
     @torch.no_grad()
     def attention_rollout(self, x: Tensor) -> Tensor:
@@ -425,22 +425,23 @@ def _image(data_info: Mapping[str, Any]) -> tuple[int, int, int, int]:
     return int(data_info["channels"]), int(data_info["height"]), int(data_info["width"]), int(data_info["num_classes"])
 
 
+# ``pattern`` also takes "local" (not a registered pattern: _check_vit checks it, see vit_pattern)
 @register_model(family="attention", pattern="full", check=_check_vit, omit_when_default=(PATTERN_PARAMS,),
-                pattern_param="attention")
+                renamed={"attention": "pattern"}, bounds={"pattern": Bounds(kind="str")})
 def vit(
     data_info: Mapping[str, Any], *, patch_size: int | None = 4, patch_grid: int | None = None, d_model: int = 64,
     num_heads: int = 4, num_layers: int = 4, mlp_ratio: float = 2.0, dropout: float = 0.1, attn_dropout: float = 0.0,
-    pool: str = "mean", radius: int = 1, pattern_params: dict[str, Any] | None = None, attention: str = "full",
+    pool: str = "mean", radius: int = 1, pattern_params: dict[str, Any] | None = None, pattern: str = "full",
 ) -> ViT:
     """ViT: patch embedding, learned positions, pre-LN encoder, full attention over patches, mean pool"""
     return ViT(*_image(data_info), patch_size=patch_size, patch_grid=patch_grid, d_model=d_model, num_heads=num_heads,
                num_layers=num_layers, mlp_ratio=mlp_ratio, dropout=dropout, attn_dropout=attn_dropout, pool=pool,
-               radius=radius, pattern_params=pattern_params, attention=attention)
+               radius=radius, pattern_params=pattern_params, pattern=pattern)
 
 
 # The record's pattern says what the model attends to: a 2-D window on the patch grid. It runs as
 # the graph pattern over attn_core.grid_window_edges, but "graph" would read as a graph domain's mask.
-register_preset("vit_local", vit, {"attention": "local"}, pattern="grid_window",
+register_preset("vit_local", vit, {"pattern": "local"}, pattern="grid_window",
                 description="the same ViT attending only within a 3x3 patch window on the 2-D grid "
                             "(grid_window: graph attention over the grid's window edges)")
 
@@ -452,26 +453,26 @@ def resnet(data_info: Mapping[str, Any], *, base_channels: int = 64,
     return SmallResNet(*_image(data_info), base_channels=base_channels, layers=layers)
 
 
-@register_model(family="cnn")
-def cnn(data_info: Mapping[str, Any], *, widths: list[int] = [32, 64, 128], convs: int = 1,  # noqa: B006
+@register_model(family="cnn", renamed={"convs": "num_layers"})
+def cnn(data_info: Mapping[str, Any], *, widths: list[int] = [32, 64, 128], num_layers: int = 1,  # noqa: B006
         dropout: float = 0.1) -> PlainCNN:
-    """small plain CNN: conv-BN-ReLU-maxpool x 3, global average pool"""
-    return PlainCNN(*_image(data_info), widths=widths, convs=convs, dropout=dropout)
+    """small plain CNN: (conv-BN-ReLU) x num_layers then maxpool, per stage x 3, global average pool"""
+    return PlainCNN(*_image(data_info), widths=widths, convs=num_layers, dropout=dropout)
 
 
-@register_model(family="rnn")
-def row_rnn(data_info: Mapping[str, Any], *, cell: str = "lstm", hidden: int = 128, num_layers: int = 1,
+@register_model(family="rnn", renamed={"hidden": "hidden_size"})
+def row_rnn(data_info: Mapping[str, Any], *, cell: str = "lstm", hidden_size: int = 128, num_layers: int = 1,
             bidirectional: bool = False, patch_size: int | None = None, dropout: float = 0.0) -> RowRNN:
     """LSTM reading the image row by row, classifying from its last state"""
-    return RowRNN(*_image(data_info), cell=cell, hidden=hidden, num_layers=num_layers, bidirectional=bidirectional,
+    return RowRNN(*_image(data_info), cell=cell, hidden=hidden_size, num_layers=num_layers, bidirectional=bidirectional,
                   patch_size=patch_size, dropout=dropout)
 
 
-@register_model(family="other")
-def patch_bag(data_info: Mapping[str, Any], *, patch_size: int = 4, hidden: int = 128,
+@register_model(family="other", renamed={"hidden": "d_model"})
+def patch_bag(data_info: Mapping[str, Any], *, patch_size: int = 4, d_model: int = 128,
               dropout: float = 0.1) -> PatchBag:
     """no-context floor: per-patch MLP, mean over patches without positions"""
-    return PatchBag(*_image(data_info), patch_size=patch_size, hidden=hidden, dropout=dropout)
+    return PatchBag(*_image(data_info), patch_size=patch_size, hidden=d_model, dropout=dropout)
 
 
 #: ``vit_<pattern>`` presets of the efficient patterns over the raster-order patches (not in

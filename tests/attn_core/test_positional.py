@@ -60,7 +60,7 @@ def test_sinusoidal_dropout_only_in_training():
 
 def test_learned_offset_and_grads():
     torch.manual_seed(0)
-    emb = LearnedPositionalEmbedding(10, 4)
+    emb = LearnedPositionalEmbedding(4, 10)
     x = torch.randn(2, 3, 4)
     y = emb(x, offset=5)
     torch.testing.assert_close(y, x + emb.embedding.weight[5:8][None])
@@ -76,7 +76,7 @@ def test_learned_offset_and_grads():
 
 @pytest.mark.parametrize("make", [
     lambda: SinusoidalPositionalEncoding(4, max_len=8),
-    lambda: LearnedPositionalEmbedding(8, 4),
+    lambda: LearnedPositionalEmbedding(4, 8),
 ])
 def test_too_long_and_bad_input_raise(make):
     m = make()
@@ -97,9 +97,17 @@ def test_too_long_and_bad_input_raise(make):
     (lambda: SinusoidalPositionalEncoding(0), "dim"),
     (lambda: SinusoidalPositionalEncoding(4, max_len=0), "max_len"),
     (lambda: SinusoidalPositionalEncoding(4, dropout=1.5), "dropout"),
-    (lambda: LearnedPositionalEmbedding(-1, 4), "max_len"),
-    (lambda: LearnedPositionalEmbedding(4, 2.0), "dim"),
+    (lambda: LearnedPositionalEmbedding(4, -1), "max_len"),
+    (lambda: LearnedPositionalEmbedding(2.0, 4), "dim"),
 ])
 def test_bad_construction_raises(build, match):
     with pytest.raises(ValueError, match=match):
         build()
+
+
+@pytest.mark.parametrize("cls", [SinusoidalPositionalEncoding, LearnedPositionalEmbedding])
+def test_both_take_width_then_max_len(cls):
+    """Issue 32: one argument order for both position modules, ``(dim, max_len, dropout)``."""
+    m = cls(4, 8, 0.25)
+    assert (m.dim, m.max_len, m.dropout.p) == (4, 8, 0.25)
+    assert m.extra_repr() == "dim=4, max_len=8"

@@ -11,9 +11,9 @@ POS_MODELS = {
     "transformer": {**POS_EMB, "d_model": 32, "num_heads": 4, "num_layers": 2, "dim_feedforward": 64},
     "transformer_truncated": {**POS_EMB, "d_model": 32, "num_heads": 4, "num_layers": 2, "dim_feedforward": 64,
                               "window": 1},
-    "bilstm": {**POS_EMB, "hidden": 32},
-    "cnn": {**POS_EMB, "channels": 32, "num_layers": 3},
-    "mlp": {**POS_EMB, "hidden": 32},
+    "bilstm": {**POS_EMB, "hidden_size": 32},
+    "cnn": {**POS_EMB, "d_model": 32, "num_layers": 3},
+    "mlp": {**POS_EMB, "d_model": 32},
 }
 POS_DATA = dict(num_train=600, num_val=100, num_test=150, batch_size=16)
 
@@ -21,11 +21,11 @@ POS_DATA = dict(num_train=600, num_val=100, num_test=150, batch_size=16)
 #: Tiny sizes for every registered model (tests only).
 TRANSLATION_MODELS = {
     "transformer": dict(d_model=32, num_heads=4, enc_layers=2, dec_layers=2, dim_feedforward=64),
-    "rnn_bahdanau": dict(emb_dim=24, hidden=32),
-    "rnn_luong_dot": dict(emb_dim=24, hidden=32),
-    "rnn_luong_general": dict(emb_dim=24, hidden=32),
-    "rnn_noattn": dict(emb_dim=24, hidden=32),
-    "convs2s": dict(emb_dim=32, hidden=32, enc_layers=2, dec_layers=2),
+    "rnn_bahdanau": dict(embedding_dim=24, hidden_size=32),
+    "rnn_luong_dot": dict(embedding_dim=24, hidden_size=32),
+    "rnn_luong_general": dict(embedding_dim=24, hidden_size=32),
+    "rnn_noattn": dict(embedding_dim=24, hidden_size=32),
+    "convs2s": dict(embedding_dim=32, d_model=32, enc_layers=2, dec_layers=2),
 }
 TRANSLATION_DATA = dict(num_train=600, num_val=40, num_test=40, num_words=12, min_len=3, max_len=8)
 

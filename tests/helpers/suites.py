@@ -35,6 +35,6 @@ cells:
     dataset: synthetic
     dataset_params: {{num_train: 200, num_val: 50, num_test: 70, batch_size: 16, eval_batch_size: 16}}
     models: [mlp]
-    model_params: {{mlp: {{hidden: 16, word_dim: 16, char_out: 8}}}}
+    model_params: {{mlp: {{d_model: 16, word_dim: 16, char_out: 8}}}}
     module_params: {{warmup_steps: 0}}
 """

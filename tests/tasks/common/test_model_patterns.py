@@ -90,7 +90,7 @@ def test_vit_takes_every_sequence_pattern(pattern):
     from tasks.vision.models import ViT
 
     torch.manual_seed(0)
-    net = ViT(1, 8, 8, 3, patch_size=2, d_model=8, num_heads=2, num_layers=1, attention=pattern,
+    net = ViT(1, 8, 8, 3, patch_size=2, d_model=8, num_heads=2, num_layers=1, pattern=pattern,
               pattern_params=SMALL.get(pattern)).eval()
     out = net(torch.randn(2, 1, 8, 8))
     assert out.shape == (2, 3) and torch.isfinite(out).all()
@@ -101,9 +101,9 @@ def test_vit_refuses_graph_and_pattern_params_with_local():
     from tasks.vision.models import ViT
 
     with pytest.raises(ValueError, match="'local'.*'performer'"):
-        ViT(1, 8, 8, 3, attention="graph")
+        ViT(1, 8, 8, 3, pattern="graph")
     with pytest.raises(ValueError, match="radius"):
-        ViT(1, 8, 8, 3, attention="local", pattern_params={"window": 2})
+        ViT(1, 8, 8, 3, pattern="local", pattern_params={"window": 2})
 
 
 @pytest.mark.parametrize("pattern", ["full", "linear", "performer", "nystrom", "graph"])
@@ -166,8 +166,7 @@ def test_default_pattern_params_leave_the_cell_id_alone(task, dataset, model):
     assert "pattern_params" not in base.config["model_params"]
     for same in ({"pattern_params": None}, {"pattern_params": {}}):
         assert expand(validate_suite(_suite(task, dataset, model, same)))[0].cell_id == base.cell_id
-    key = "attention" if task == "vision" else "pattern"
-    cell = expand(validate_suite(_suite(task, dataset, model, {key: "performer", "pattern_params": {"features": 8}})))[0]
+    cell = expand(validate_suite(_suite(task, dataset, model, {"pattern": "performer", "pattern_params": {"features": 8}})))[0]
     assert cell.cell_id != base.cell_id and cell.pattern == "performer"
     assert cell.config["model_params"]["pattern_params"] == {"features": 8}
 
@@ -198,7 +197,7 @@ def test_quick_cell_ids_of_attention_models_are_unchanged():
      r"cells\[0\]\.model_params\.transformer: pattern='nystrom' is invalid: it does not support causal.*'performer'"),
     ("pos_tagging", "synthetic", "transformer", {"pattern": "performer", "pattern_params": {"featurez": 3}},
      r"unknown key\(s\) 'featurez' for pattern='performer'; valid keys: 'features', 'redraw'"),
-    ("vision", "synthetic", "vit", {"attention": "graph"}, r"expected 'local' or a sequence pattern"),
+    ("vision", "synthetic", "vit", {"pattern": "graph"}, r"expected 'local' or a sequence pattern"),
     ("graphs", "sbm", "full_attention", {"pattern": "truncated"}, r"node order means nothing"),
     ("pos_tagging", "synthetic", "transformer", {"pattern": "nope"}, r"pattern='nope' is invalid: expected one of"),
 ])

@@ -43,7 +43,7 @@ SMALL_MODELS: dict[str, dict[str, dict[str, Any]]] = {
     "vision": {"vit": {"d_model": 32, "num_layers": 2}, "resnet": {"base_channels": 8}},
 }
 #: what a preset sets itself (its pattern): not overridden by its base model's small sizes
-_PRESET_KEYS = ("pattern", "attention", "window", "pattern_params", "radius")
+_PRESET_KEYS = ("pattern", "score", "window", "pattern_params", "radius")
 BATCHES = 3  # per stage
 #: training steps not counted: a cache built once at the first step (GCN's normalised graph)
 #: may sync there, once per run; every later training step and every validation step is counted

@@ -283,19 +283,19 @@ def test_batched_grid_edges_are_block_diagonal():
 def test_vit_local_with_a_covering_window_equals_full_vit(pool):
     torch.manual_seed(0)
     kw = dict(patch_size=4, d_model=16, num_heads=2, num_layers=2, dropout=0.0, pool=pool)
-    full = ViT(1, 12, 16, 5, attention="full", **kw).eval()
-    local = ViT(1, 12, 16, 5, attention="local", radius=3, **kw).eval()  # 3x4 grid: radius 3 covers it
+    full = ViT(1, 12, 16, 5, pattern="full", **kw).eval()
+    local = ViT(1, 12, 16, 5, pattern="local", radius=3, **kw).eval()  # 3x4 grid: radius 3 covers it
     local.load_state_dict(full.state_dict())
     x = torch.randn(3, 1, 12, 16)
     torch.testing.assert_close(local(x), full(x), atol=1e-5, rtol=1e-5)
-    narrow = ViT(1, 12, 16, 5, attention="local", radius=1, **kw).eval()
+    narrow = ViT(1, 12, 16, 5, pattern="local", radius=1, **kw).eval()
     narrow.load_state_dict(full.state_dict())
     assert (narrow(x) - full(x)).abs().max() > 1e-3  # a real window changes the output
 
 
 def test_vit_local_weights_stay_in_the_window():
     torch.manual_seed(1)
-    net = ViT(1, 16, 16, 4, patch_size=4, d_model=16, num_heads=2, num_layers=2, attention="local", radius=1).eval()
+    net = ViT(1, 16, 16, 4, patch_size=4, d_model=16, num_heads=2, num_layers=2, pattern="local", radius=1).eval()
     _, weights = net.encode(torch.randn(2, 1, 16, 16), need_weights=True)
     allowed = attn_core.grid_window_mask(4, 4, 1)
     for w in weights:  # (B, H, 16, 16)
@@ -427,7 +427,7 @@ def _acc(mod, dm, split="test") -> float:
 
 
 _SMALL_PARAMS = {"resnet": {"base_channels": 4, "layers": [1, 1, 1, 1]}, "vit": {"d_model": 32, "num_layers": 2},
-                 "vit_local": {"d_model": 32, "num_layers": 2}, "row_rnn": {"hidden": 32}}
+                 "vit_local": {"d_model": 32, "num_layers": 2}, "row_rnn": {"hidden_size": 32}}
 
 
 @pytest.mark.parametrize("name", ["vit", "vit_local", "resnet", "cnn", "row_rnn", "patch_bag"])
