@@ -14,7 +14,7 @@ A suite config (``benchmarks/configs/*.yaml``)::
         dataset: planetoid
         dataset_params: {name: Cora}
         models: [graph_attention, gcn, ggnn, mlp]   # or "all"
-        model_params: {gcn: {hidden: 64}}           # per model, checked against its defaults
+        model_params: {gcn: {d_model: 64}}           # per model, checked against its defaults
         module_params: {lr: 0.005}                  # optimiser etc., checked against the task
         trainer: {max_epochs: 200}                  # per-cell trainer overrides (an absent key
                                                     # inherits; null switches off, e.g.

@@ -94,11 +94,11 @@ def test_too_long_and_bad_input_raise(make):
 
 
 @pytest.mark.parametrize("build, match", [
-    (lambda: SinusoidalPositionalEncoding(0), "dim"),
+    (lambda: SinusoidalPositionalEncoding(0), "d_model"),
     (lambda: SinusoidalPositionalEncoding(4, max_len=0), "max_len"),
     (lambda: SinusoidalPositionalEncoding(4, dropout=1.5), "dropout"),
     (lambda: LearnedPositionalEmbedding(4, -1), "max_len"),
-    (lambda: LearnedPositionalEmbedding(2.0, 4), "dim"),
+    (lambda: LearnedPositionalEmbedding(2.0, 4), "d_model"),
 ])
 def test_bad_construction_raises(build, match):
     with pytest.raises(ValueError, match=match):
@@ -107,7 +107,7 @@ def test_bad_construction_raises(build, match):
 
 @pytest.mark.parametrize("cls", [SinusoidalPositionalEncoding, LearnedPositionalEmbedding])
 def test_both_take_width_then_max_len(cls):
-    """Issue 32: one argument order for both position modules, ``(dim, max_len, dropout)``."""
+    """Issue 32: one argument order for both position modules, ``(d_model, max_len, dropout)``."""
     m = cls(4, 8, 0.25)
-    assert (m.dim, m.max_len, m.dropout.p) == (4, 8, 0.25)
-    assert m.extra_repr() == "dim=4, max_len=8"
+    assert (m.d_model, m.max_len, m.dropout.p) == (4, 8, 0.25)
+    assert m.extra_repr() == "d_model=4, max_len=8"
