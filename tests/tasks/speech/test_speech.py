@@ -48,7 +48,7 @@ def test_task_registered(task):
     assert task.name == "speech" and task.metric == "acc" and task.mode == "max"
     assert set(task.datasets.names()) == {"fsdd", "fsdd_frames", "speech_commands", "synthetic", "synthetic_frames"}
     assert {n for n in task.datasets.names() if task.datasets.get(n).synthetic} == {"synthetic", "synthetic_frames"}
-    assert set(task.models.names()) == set(MODELS) | set(VARIANTS)
+    assert set(task.models.names()) == set(MODELS) | set(VARIANTS) | {"modern_rnn"}
     assert {task.models.get(n).family for n in MODELS} == set(FAMILIES)
     assert task.models.get("transformer").pattern == "full"
     for w in (8, 16, 32, 64):

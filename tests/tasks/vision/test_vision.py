@@ -52,7 +52,8 @@ def test_task_registered(task):
     assert set(task.datasets.names()) == {"mnist", "fashion_mnist", "cifar10", "synthetic"}
     assert task.datasets.get("synthetic").synthetic and not task.datasets.get("mnist").synthetic
     variants = {f"vit_{p}" for p in PRESET_PATTERNS}
-    assert set(task.models.names()) == {"vit", "vit_local", "resnet", "cnn", "row_rnn", "patch_bag", *variants}
+    assert set(task.models.names()) == {"vit", "vit_local", "resnet", "cnn", "row_rnn", "patch_bag", "modern_rnn",
+                                         *variants}
     assert {task.models.get(n).family for n in task.models.names()} == set(FAMILIES)
     assert task.models.get("vit").pattern == "full" and task.models.get("vit_local").pattern == "grid_window"  # not "graph" (issue 34)
     assert builder_of(task.models.get("vit")) is builder_of(task.models.get("vit_local"))  # one builder, two presets
