@@ -65,5 +65,6 @@ class RecurrenceContext(nn.Module):
         self.out_dim = d_model
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        """``x`` (B, L, d_in), ``mask`` (B, L) True at padding -> (B, L, d_model)."""
+        """``x`` (B, L, d_in), ``mask`` (B, L) True at real positions (``key_padding_mask``'s
+        convention) -> (B, L, d_model), padded positions zero."""
         return self.drop(self.encoder(self.proj(x), key_padding_mask=mask))

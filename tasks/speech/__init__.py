@@ -10,14 +10,14 @@ see :mod:`tasks.speech.models`).
 from __future__ import annotations
 
 from tasks.common.registry import DatasetSpec, define_task
-from tasks.speech import models, module
+from tasks.speech import models, modern, module
 from tasks.speech.data import DATASET_DEFAULTS, builder
 from tasks.speech.module import SpeechModule
 
 __all__ = ["TASK", "SpeechModule"]
 
 TASK = define_task(
-    "speech", metric="acc", mode="max", module=module, models=models,
+    "speech", metric="acc", mode="max", module=module, models=[models, modern],
     description="spoken words: utterance classification and frame tagging of long concatenations",
     datasets=[DatasetSpec(name, builder(name), params, synthetic=synthetic, description=desc)
               for name, (_cls, _form, params, synthetic, desc) in DATASET_DEFAULTS.items()],

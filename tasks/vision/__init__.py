@@ -9,7 +9,7 @@ arrangement task generated in code) and models (``vit``, ``vit_local``, ``resnet
 from __future__ import annotations
 
 from tasks.common.registry import DatasetSpec, define_task
-from tasks.vision import models, module
+from tasks.vision import models, modern, module
 from tasks.vision.data import SYNTHETIC_DEFAULTS, TORCHVISION_DEFAULTS, build_synthetic, torchvision_builder
 from tasks.vision.module import ImageClassifier
 
@@ -21,7 +21,7 @@ _TORCHVISION = {
     "cifar10": "CIFAR-10 (32x32 RGB, 10 classes), 45k / 5k / 10k",
 }
 TASK = define_task(
-    "vision", metric="acc", mode="max", module=module, models=models,
+    "vision", metric="acc", mode="max", module=module, models=[models, modern],
     description="image classification: patches (ViT) vs convolution (ResNet, CNN) vs rows (RNN)",
     datasets=[*(DatasetSpec(name, torchvision_builder(name), TORCHVISION_DEFAULTS, description=desc)
                 for name, desc in _TORCHVISION.items()),

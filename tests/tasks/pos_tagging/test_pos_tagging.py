@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tasks.common.patterns import PRESET_PATTERNS
+from tasks.common.recurrence import CELLS
 from tasks.common.registry import FAMILIES, UnknownNameError
 from tasks.pos_tagging.data import (UPOS, SyntheticTaggingDataModule, build_synthetic, build_ud,
                                     make_synthetic_corpus, parse_conllu, read_conllu)
@@ -68,7 +69,7 @@ def test_task_registered(task):
     assert (task.name, task.metric, task.mode) == ("pos_tagging", "acc", "max")
     assert set(task.datasets.names()) == {"ud", "synthetic"}
     assert task.datasets.get("synthetic").synthetic and not task.datasets.get("ud").synthetic
-    assert set(task.models.names()) == set(MODELS) | set(VARIANTS) | {"modern_rnn"}
+    assert set(task.models.names()) == set(MODELS) | set(VARIANTS) | {"modern_rnn", *CELLS}
     assert {task.models.get(n).family for n in MODELS} == set(FAMILIES)
     assert task.models.get("transformer").pattern == "full"
     assert task.models.get("transformer_truncated").pattern == "truncated"

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tasks.common.patterns import PRESET_PATTERNS
+from tasks.common.recurrence import CELLS
 from tasks.common.registry import FAMILIES, UnknownNameError, builder_of, get_task
 from tasks.speech.data import concatenate, fsdd_files, fsdd_split, make_synthetic
 from tasks.speech.features import FeatureConfig, extract, frame_labels
@@ -48,7 +49,7 @@ def test_task_registered(task):
     assert task.name == "speech" and task.metric == "acc" and task.mode == "max"
     assert set(task.datasets.names()) == {"fsdd", "fsdd_frames", "speech_commands", "synthetic", "synthetic_frames"}
     assert {n for n in task.datasets.names() if task.datasets.get(n).synthetic} == {"synthetic", "synthetic_frames"}
-    assert set(task.models.names()) == set(MODELS) | set(VARIANTS)
+    assert set(task.models.names()) == set(MODELS) | set(VARIANTS) | {"modern_rnn", *CELLS}
     assert {task.models.get(n).family for n in MODELS} == set(FAMILIES)
     assert task.models.get("transformer").pattern == "full"
     for w in (8, 16, 32, 64):

@@ -15,6 +15,7 @@ import torch
 import attn_core
 from benchmarks.report.domains.vision import decode_image
 from tasks.common.patterns import PRESET_PATTERNS
+from tasks.common.recurrence import CELLS
 from tasks.common.registry import FAMILIES, UnknownNameError, builder_of, get_task
 from tasks.vision.data import RING_VALUE, SyntheticArrangement, TorchvisionImages, make_arrangement
 from tasks.vision.models import (ViT, grid_edges_batched, patchify, resolve_patch_size, rollout,
@@ -52,7 +53,8 @@ def test_task_registered(task):
     assert set(task.datasets.names()) == {"mnist", "fashion_mnist", "cifar10", "synthetic"}
     assert task.datasets.get("synthetic").synthetic and not task.datasets.get("mnist").synthetic
     variants = {f"vit_{p}" for p in PRESET_PATTERNS}
-    assert set(task.models.names()) == {"vit", "vit_local", "resnet", "cnn", "row_rnn", "patch_bag", *variants}
+    assert set(task.models.names()) == {"vit", "vit_local", "resnet", "cnn", "row_rnn", "patch_bag", "modern_rnn", *CELLS,
+                                         *variants}
     assert {task.models.get(n).family for n in task.models.names()} == set(FAMILIES)
     assert task.models.get("vit").pattern == "full" and task.models.get("vit_local").pattern == "grid_window"  # not "graph" (issue 34)
     assert builder_of(task.models.get("vit")) is builder_of(task.models.get("vit_local"))  # one builder, two presets
