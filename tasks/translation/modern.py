@@ -34,7 +34,7 @@ from torch import Tensor, nn
 import attn_core
 from attn_core.recurrent import RecurrentEncoder
 from tasks.common.recurrence import RecurrenceContext, check_cell, recurrence_params
-from tasks.common.registry import register_model
+from tasks.common.registry import Bounds, register_model
 from tasks.translation.models import _check_vocab, _vocab
 from tasks.translation.search import State
 
@@ -160,7 +160,9 @@ class ModernSeq2Seq(nn.Module):
         return None if w is None else w[:, None]
 
 
-@register_model(family="rnn", kind="modern", in_all=False, check=check_modern)
+# ``score`` is declared: the registry's name rule reads it as the graph layers' score (dot, additive)
+@register_model(family="rnn", kind="modern", in_all=False, check=check_modern,
+                bounds={"score": Bounds(choices=SCORES)})
 def modern_rnn(data_info: Mapping[str, Any], *, embedding_dim: int = 256, d_model: int = 256,
                d_state: int | None = None, enc_layers: int = 2, dec_layers: int = 2, dropout: float = 0.2,
                cell: str = "mingru", score: str = "bahdanau") -> ModernSeq2Seq:
