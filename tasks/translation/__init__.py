@@ -9,7 +9,7 @@ test set, cased, higher is better) with its datasets (``multi30k``, ``parallel``
 from __future__ import annotations
 
 from tasks.common.registry import DatasetSpec, define_task
-from tasks.translation import models, module
+from tasks.translation import models, modern, module
 from tasks.translation.data import (
     MULTI30K_DEFAULTS,
     PARALLEL_DEFAULTS,
@@ -26,7 +26,7 @@ _MULTI30K = "Multi30k task 1 (29k/1014/1000 caption pairs), de->en by default (s
 _PARALLEL = "any language pair from line-aligned text files given by path (train/val/test _src/_tgt)"
 _SYNTHETIC = "synthetic word mapping + reversal: alignment matters, a fixed-size summary is a bottleneck"
 TASK = define_task(
-    "translation", metric="bleu", mode="max", module=module, models=models,
+    "translation", metric="bleu", mode="max", module=module, models=[models, modern],
     description="sentence translation, encoder-decoder; sacreBLEU (cased, detokenised) of beam-4 output",
     datasets=[DatasetSpec("multi30k", build_multi30k, MULTI30K_DEFAULTS, description=_MULTI30K),
               DatasetSpec("parallel", build_parallel, PARALLEL_DEFAULTS, description=_PARALLEL),
