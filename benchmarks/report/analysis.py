@@ -35,7 +35,8 @@ from benchmarks.report.results import (
     short_commit,
 )
 
-__all__ = ["analyse", "group_of", "manifest_cells", "result_roots", "best_of", "compare_models", "comparisons"]
+__all__ = ["analyse", "group_of", "manifest_cells", "result_roots", "best_of", "compare_models", "comparisons",
+           "model_labels"]
 
 
 def _sort_key_seed(s: Any) -> tuple:
@@ -133,10 +134,41 @@ def result_roots(results_dir: str | os.PathLike | Sequence[str | os.PathLike]) -
     return [Path(results_dir)]
 
 
+def _model_params(item: dict[str, Any]) -> dict[str, Any]:
+    cfg = item.get("config")
+    params = cfg.get("model_params") if isinstance(cfg, dict) else None
+    return params if isinstance(params, dict) else {}
+
+
+def model_labels(items: Iterable[tuple[tuple, dict[str, Any]]]) -> dict[int, str]:
+    """``{id(item): label}`` for ``(group key, record or manifest cell)`` pairs: the model's name,
+    or, where one model ran with different ``model_params`` in one group (vision's ``mamba2`` over
+    rows and over patches), the name with the params that differ (``mamba2 (mode=patches)``), so
+    that each configuration is its own row instead of one model pooling them all."""
+    items = list(items)
+    seen: dict[tuple, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for gkey, it in items:
+        params = _model_params(it)
+        seen[(gkey, str(it.get("model")))][repr(sorted(params.items(), key=lambda kv: kv[0]))] = params
+    out: dict[int, str] = {}
+    for gkey, it in items:
+        model = str(it.get("model"))
+        variants = list(seen[(gkey, model)].values())
+        if len(variants) < 2:
+            out[id(it)] = model
+            continue
+        keys = sorted({k for v in variants for k in v})
+        differ = [k for k in keys if len({repr(v.get(k)) for v in variants}) > 1]
+        mine = _model_params(it)
+        out[id(it)] = f"{model} ({', '.join(f'{k}={mine.get(k)}' for k in differ)})"
+    return out
+
+
 def _add_record(models: dict[tuple, ModelResult], gkey: tuple, rec: dict[str, Any], warn: Warn,
-                rel: Callable[[dict[str, Any]], str]) -> None:
-    """File one record under its model of group ``gkey``: ok, or failed (with the reason)."""
-    model = str(rec.get("model"))
+                rel: Callable[[dict[str, Any]], str], label: str | None = None) -> None:
+    """File one record under its model (``label``: see :func:`model_labels`) of group ``gkey``:
+    ok, or failed (with the reason)."""
+    model = label or str(rec.get("model"))
     m = models.get((*gkey, model))
     if m is None:
         m = models[(*gkey, model)] = ModelResult(*gkey, model, str(rec.get("family") or "other"), rec.get("pattern"),
@@ -228,8 +260,9 @@ def group_of(records: Iterable[dict[str, Any]], metric: str, mode: str = "max", 
     first = recs[0] if recs else {}
     gkey = tuple(str(first.get(k, "")) for k in ("suite", "task", "dataset"))
     models: dict[tuple, ModelResult] = {}
+    labels = model_labels([(gkey, r) for r in recs])
     for rec in recs:
-        _add_record(models, gkey, rec, lambda kind, msg: None, lambda r: "?")
+        _add_record(models, gkey, rec, lambda kind, msg: None, lambda r: "?", labels[id(rec)])
     gmodels = list(models.values())
     _rank(gmodels, metric, mode, confidence, lambda kind, msg: None, "/".join(gkey), False, lambda r: "?")
     g = Group(*gkey, metric, mode, gmodels, base_dataset=gkey[2])
@@ -276,19 +309,22 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
     models: dict[tuple, ModelResult] = {}
     base_of: dict[tuple, tuple[str, float]] = {}
     group_recs: dict[tuple, list[dict]] = defaultdict(list)
+    def gkey_of(item: dict[str, Any]) -> tuple:
+        return (str(item.get("suite")), str(item.get("task")), dataset_label(str(item.get("dataset")), _fraction_of(item)))
+
+    have_ids = {r.get("cell_id") for r in records}  # a cell id hashes the resolved config
+    absent = [c for c in cells if c["cell_id"] not in have_ids]
+    labels = model_labels([(gkey_of(x), x) for x in [*records, *absent]])
     for rec in records:
         frac = _fraction_of(rec)
-        gkey = (str(rec.get("suite")), str(rec.get("task")), dataset_label(str(rec.get("dataset")), frac))
+        gkey = gkey_of(rec)
         base_of[gkey] = (str(rec.get("dataset")), frac)
         group_recs[gkey].append(rec)
-        _add_record(models, gkey, rec, warn, rel)
+        _add_record(models, gkey, rec, warn, rel, labels[id(rec)])
 
     # ---- expected cells without a record
-    have_ids = {r.get("cell_id") for r in records}  # a cell id hashes the resolved config
-    for c in cells:
-        if c["cell_id"] in have_ids:
-            continue
-        suite, task, ds, model = str(c["suite"]), str(c.get("task")), str(c.get("dataset")), str(c.get("model"))
+    for c in absent:
+        suite, task, ds, model = str(c["suite"]), str(c.get("task")), str(c.get("dataset")), labels[id(c)]
         frac = _fraction_of(c)
         ds = dataset_label(ds, frac)
         base_of.setdefault((suite, task, ds), (str(c.get("dataset")), frac))

@@ -65,3 +65,20 @@ def test_section_compares_the_best_modern_recurrence_with_each_kind(tmp_path) ->
         assert cells[4].startswith(f"{other}: {mean:.4g}")
         assert float(cells[5]) == pytest.approx(0.9133333 - mean, abs=1e-3)
         assert cells[7] == "better (n=3)"
+
+
+def test_one_model_with_other_params_is_its_own_row() -> None:
+    """vision's mamba2 over rows and over patches in one group: two rows labelled by the params
+    that differ, not one model pooling six seeds of two configurations."""
+    recs = []
+    for mode, vals in (("rows", (0.90, 0.91, 0.92)), ("patches", (0.70, 0.71, 0.72))):
+        for seed, v in enumerate(vals):
+            rec = _record("toy", "synth", "lstm", seed, "acc", "max", v)
+            rec.update(model="mamba2", kind="modern", cell_id=_cid("toy", "synth", mode, seed),
+                       config={"model_params": {"mode": mode, "d_model": 64}})
+            recs.append(rec)
+    g = group_of(recs, "acc")
+    assert sorted(m.model for m in g.models) == ["mamba2 (mode=patches)", "mamba2 (mode=rows)"]
+    assert {m.model: len(m.values) for m in g.models} == {"mamba2 (mode=patches)": 3, "mamba2 (mode=rows)": 3}
+    same = [dict(r, config={"model_params": {"mode": "rows", "d_model": 64}}) for r in recs]
+    assert [m.model for m in group_of(same, "acc").models] == ["mamba2"]  # one configuration: its plain name
