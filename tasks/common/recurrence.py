@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 from torch import Tensor, nn
 
-from attn_core.recurrent import RecurrentEncoder
+from attn_core.recurrent import RecurrentEncoder, build_recurrence
 from tasks.common.registry import register_preset
 
 __all__ = ["CELLS", "recurrence_params", "check_cell", "register_cell_presets", "RecurrenceContext"]
@@ -38,8 +38,13 @@ def recurrence_params(cell: str, d_state: int | None) -> tuple[str, dict[str, An
 
 
 def check_cell(params: Mapping[str, Any]) -> None:
-    """A registration's config check: an unknown ``cell`` is refused before any cell runs."""
-    recurrence_params(params["cell"], params.get("d_state"))
+    """A registration's config check, before any cell runs: an unknown ``cell``, and what the
+    recurrence itself refuses at the model's width (e.g. Mamba-2's heads must divide
+    ``expand * d_model``): one small layer is built to ask it."""
+    name, rp = recurrence_params(params["cell"], params.get("d_state"))
+    d_model = params.get("d_model")
+    if isinstance(d_model, int) and not isinstance(d_model, bool) and d_model > 0:
+        build_recurrence(name, d_model, **rp)
 
 
 def register_cell_presets(base: Callable[..., Any], what: str) -> None:

@@ -99,3 +99,16 @@ def test_a_bad_cell_is_refused_by_the_suite_config_before_any_cell():
                                                 "model_params": {"modern_rnn": {"cell": "gru"}}}]}
     with pytest.raises(ConfigError, match=r"model_params\.modern_rnn: cell='gru'; valid: mingru, minlstm, s4d"):
         validate_suite(cfg)
+
+
+def test_a_width_the_recurrence_refuses_is_refused_by_the_suite_config():
+    """Mamba-2's heads (headdim 64) must divide expand * d_model: d_model=16 failed the cell at
+    build time after passing --dry-run."""
+    from benchmarks.config.schema import ConfigError
+    from benchmarks.config.suite import validate_suite
+
+    cfg = {"suite": "t", "seeds": 1, "cells": [{"task": "pos_tagging", "dataset": "synthetic", "models": ["mamba2"],
+                                                "model_params": {"mamba2": {"d_model": 16}}}]}
+    with pytest.raises(ConfigError, match=r"model_params\.mamba2: headdim=64 is invalid: expected a divisor"):
+        validate_suite(cfg)
+    validate_suite({**cfg, "cells": [{**cfg["cells"][0], "model_params": {"mamba2": {"d_model": 64}}}]})
