@@ -45,7 +45,7 @@ from tasks.common.rnn import run_padded
 from tasks.translation.search import State
 
 __all__ = ["TransformerSeq2Seq", "RNNSeq2Seq", "ConvS2S", "RNN_ATTENTIONS", "NEEDS", "transformer", "rnn_bahdanau",
-           "convs2s"]
+           "convs2s", "check_vocab", "vocab_sizes"]
 
 #: What the Transformer needs of its self-attention pattern: causal (the decoder generates left to
 #: right) and key padding (the encoder reads padded source batches).
@@ -54,7 +54,8 @@ NEEDS = {"causal": True, "padding": True}
 _SQRT_HALF = math.sqrt(0.5)
 
 
-def _check_vocab(vocab_size: int) -> None:
+def check_vocab(vocab_size: int) -> None:
+    """Every translation network's check of its (joint) vocabulary size."""
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 4:
         raise ValueError(f"vocab_size={vocab_size!r}; must be an int >= 4 (pad, unk, bos, eos + words)")
 
@@ -97,7 +98,7 @@ class TransformerSeq2Seq(nn.Module):
         pattern_params: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        _check_vocab(vocab_size)
+        check_vocab(vocab_size)
         params = model_pattern(pattern, pattern_params, **NEEDS)
         self.pattern = pattern
         self.d_model, self.pad_id = d_model, pad_id
@@ -189,7 +190,7 @@ class RNNSeq2Seq(nn.Module):
         pad_id: int = 0,
     ) -> None:
         super().__init__()
-        _check_vocab(vocab_size)
+        check_vocab(vocab_size)
         if attention not in RNN_ATTENTIONS:
             raise ValueError(f"attention={attention!r}; valid: {', '.join(RNN_ATTENTIONS)}")
         self.kind, self.hidden, self.dec_layers = attention, hidden, dec_layers
@@ -328,7 +329,7 @@ class ConvS2S(nn.Module):
         incremental: bool = True,
     ) -> None:
         super().__init__()
-        _check_vocab(vocab_size)
+        check_vocab(vocab_size)
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ValueError(f"kernel_size={kernel_size}; must be odd and >= 1")
         self.k, self.incremental = kernel_size, bool(incremental)
@@ -410,7 +411,8 @@ class ConvS2S(nn.Module):
 
 
 # --------------------------------------------------------------------------- registry
-def _vocab(data_info: Mapping[str, Any]) -> dict[str, int]:
+def vocab_sizes(data_info: Mapping[str, Any]) -> dict[str, int]:
+    """A builder's ``vocab_size`` and ``pad_id`` from the data module's info."""
     return {"vocab_size": int(data_info["vocab_size"]), "pad_id": int(data_info.get("pad_id", 0))}
 
 
@@ -423,7 +425,7 @@ def transformer(
     norm_first: bool = True, pattern: str = "full", pattern_params: dict[str, Any] | None = None,
 ) -> TransformerSeq2Seq:
     """Transformer encoder-decoder (pre-LN, sinusoidal positions, tied embeddings)"""
-    return TransformerSeq2Seq(**_vocab(data_info), d_model=d_model, num_heads=num_heads, enc_layers=enc_layers,
+    return TransformerSeq2Seq(**vocab_sizes(data_info), d_model=d_model, num_heads=num_heads, enc_layers=enc_layers,
                               dec_layers=dec_layers, dim_feedforward=dim_feedforward, dropout=dropout,
                               attn_dropout=attn_dropout, activation=activation, norm_first=norm_first,
                               pattern=pattern, pattern_params=pattern_params)
@@ -436,7 +438,7 @@ def transformer(
 def rnn_bahdanau(data_info: Mapping[str, Any], *, embedding_dim: int = 256, hidden_size: int = 256,
                  enc_layers: int = 1, dec_layers: int = 1, dropout: float = 0.2, score: str = "bahdanau") -> RNNSeq2Seq:
     """BiGRU encoder, GRU decoder, Bahdanau additive attention"""
-    return RNNSeq2Seq(**_vocab(data_info), emb_dim=embedding_dim, hidden=hidden_size, enc_layers=enc_layers,
+    return RNNSeq2Seq(**vocab_sizes(data_info), emb_dim=embedding_dim, hidden=hidden_size, enc_layers=enc_layers,
                       dec_layers=dec_layers, dropout=dropout, attention=score)
 
 
@@ -453,7 +455,7 @@ register_preset("rnn_noattn", rnn_bahdanau, {"score": "none"}, family="other",
 def convs2s(data_info: Mapping[str, Any], *, embedding_dim: int = 256, d_model: int = 256, enc_layers: int = 4,
             dec_layers: int = 4, kernel_size: int = 3, dropout: float = 0.2) -> ConvS2S:
     """ConvS2S: GLU convolutions, attention in every decoder layer"""
-    return ConvS2S(**_vocab(data_info), emb_dim=embedding_dim, hidden=d_model, enc_layers=enc_layers, dec_layers=dec_layers,
+    return ConvS2S(**vocab_sizes(data_info), emb_dim=embedding_dim, hidden=d_model, enc_layers=enc_layers, dec_layers=dec_layers,
                    kernel_size=kernel_size, dropout=dropout)
 
 

@@ -35,7 +35,7 @@ import attn_core
 from attn_core.recurrent import RecurrentEncoder
 from tasks.common.recurrence import RecurrenceContext, check_cell, recurrence_params, register_cell_presets
 from tasks.common.registry import Bounds, register_model
-from tasks.translation.models import _check_vocab, _vocab
+from tasks.translation.models import check_vocab, vocab_sizes
 from tasks.translation.search import State
 
 __all__ = ["ModernSeq2Seq", "SCORES", "modern_rnn"]
@@ -75,7 +75,7 @@ class ModernSeq2Seq(nn.Module):
         pad_id: int = 0,
     ) -> None:
         super().__init__()
-        _check_vocab(vocab_size)
+        check_vocab(vocab_size)
         _check_score(score)
         name, params = recurrence_params(cell, d_state)
         self.score = score
@@ -168,7 +168,7 @@ def modern_rnn(data_info: Mapping[str, Any], *, embedding_dim: int = 256, d_mode
                cell: str = "mingru", score: str = "bahdanau") -> ModernSeq2Seq:
     """bidirectional modern-recurrence encoder, causal decoder (cell: mingru, minlstm, s4d, mamba2, lru;
     score: bahdanau, none)"""
-    return ModernSeq2Seq(**_vocab(data_info), embedding_dim=embedding_dim, d_model=d_model, d_state=d_state,
+    return ModernSeq2Seq(**vocab_sizes(data_info), embedding_dim=embedding_dim, d_model=d_model, d_state=d_state,
                          enc_layers=enc_layers, dec_layers=dec_layers, dropout=dropout, cell=cell, score=score)
 
 

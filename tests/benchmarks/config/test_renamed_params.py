@@ -96,7 +96,7 @@ def test_a_renamed_parameter_keeps_its_default_and_bounds(params, where, expect)
 def test_an_unknown_key_lists_the_new_names():
     with pytest.raises(ConfigError) as err:
         validate_suite(_suite("graphs", "sbm", "gcn", {"depth": 2}))
-    assert "valid model 'gcn' parameters: dropout, hidden, num_layers" in str(err.value)
+    assert "valid model 'gcn' parameters: d_model, dropout, num_layers" in str(err.value)
 
 
 def test_build_takes_old_names():
