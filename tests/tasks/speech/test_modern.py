@@ -12,18 +12,10 @@ import torch
 from tasks.common.recurrence import CELLS
 from tasks.common.registry import get_task
 from tests.helpers.domains import SPEECH_DATA, SPEECH_FRAMES
+from tests.helpers.threads import one_thread  # noqa: F401  (autouse: one torch thread)
 from tests.helpers.training import train_loop
 
 SMALL = {"d_model": 32, "d_state": 8, "num_layers": 2, "dropout": 0.0}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from threads; on a shared 2-core machine they only wait."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")

@@ -15,18 +15,10 @@ from tasks.common.registry import get_task
 from tasks.vision.data import SyntheticArrangement
 from tasks.vision.modern import MODES, pixel_permutation
 from tests.helpers.training import train_loop
+from tests.helpers.threads import one_thread  # noqa: F401  (autouse: one torch thread)
 
 SMALL = {"d_model": 32, "d_state": 8, "num_layers": 1, "dropout": 0.0}
 MNIST = {"channels": 1, "height": 28, "width": 28, "num_classes": 10}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from threads; on a shared 2-core machine they only wait."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")

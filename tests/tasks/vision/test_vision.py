@@ -22,17 +22,8 @@ from tasks.vision.models import (ViT, grid_edges_batched, patchify, resolve_patc
                                  unpatchify)
 from tasks.vision.module import ImageClassifier, rollout_extras
 from tests.helpers.domains import VISION_DATA as SMALL
+from tests.helpers.threads import one_thread  # noqa: F401  (autouse: one torch thread)
 
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from threads, and on a shared 2-core machine OpenMP barriers
-    of descheduled threads can slow each step by orders of magnitude."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")
