@@ -45,7 +45,7 @@ from tasks.common.rnn import run_padded
 from tasks.translation.search import State
 
 __all__ = ["TransformerSeq2Seq", "RNNSeq2Seq", "ConvS2S", "RNN_ATTENTIONS", "NEEDS", "transformer", "rnn_bahdanau",
-           "convs2s", "check_vocab", "vocab_sizes"]
+           "convs2s", "check_vocab", "vocab_sizes", "shared_embedding"]
 
 #: What the Transformer needs of its self-attention pattern: causal (the decoder generates left to
 #: right) and key padding (the encoder reads padded source batches).
@@ -103,10 +103,7 @@ class TransformerSeq2Seq(nn.Module):
         self.pattern = pattern
         self.d_model, self.pad_id = d_model, pad_id
         self.kv_cache = bool(kv_cache) and pattern in attn_core.multihead.decoding_patterns()
-        self.embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
-        nn.init.normal_(self.embed.weight, std=d_model**-0.5)
-        with torch.no_grad():
-            self.embed.weight[pad_id].zero_()
+        self.embed = shared_embedding(vocab_size, d_model, pad_id)
         self.pos = attn_core.SinusoidalPositionalEncoding(d_model, max_positions, dropout)
         common = dict(dim_feedforward=dim_feedforward, dropout=dropout, attn_dropout=attn_dropout,
                       activation=activation, norm_first=norm_first, pattern=pattern, pattern_params=params,
@@ -333,10 +330,7 @@ class ConvS2S(nn.Module):
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ValueError(f"kernel_size={kernel_size}; must be odd and >= 1")
         self.k, self.incremental = kernel_size, bool(incremental)
-        self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
-        nn.init.normal_(self.embed.weight, std=0.1)
-        with torch.no_grad():
-            self.embed.weight[pad_id].zero_()
+        self.embed = shared_embedding(vocab_size, emb_dim, pad_id, std=0.1)
         self.pos = attn_core.LearnedPositionalEmbedding(emb_dim, max_positions, dropout)
         self.drop = nn.Dropout(dropout)
         self.enc_in, self.enc_out = nn.Linear(emb_dim, hidden), nn.Linear(hidden, emb_dim)
@@ -411,6 +405,16 @@ class ConvS2S(nn.Module):
 
 
 # --------------------------------------------------------------------------- registry
+def shared_embedding(vocab_size: int, dim: int, pad_id: int, std: float | None = None) -> nn.Embedding:
+    """The joint source/target/output table: normal init (``std`` default ``dim ** -0.5``, so tied
+    output logits start O(1)) and a zero padding row."""
+    embed = nn.Embedding(vocab_size, dim, padding_idx=pad_id)
+    nn.init.normal_(embed.weight, std=dim**-0.5 if std is None else std)
+    with torch.no_grad():
+        embed.weight[pad_id].zero_()
+    return embed
+
+
 def vocab_sizes(data_info: Mapping[str, Any]) -> dict[str, int]:
     """A builder's ``vocab_size`` and ``pad_id`` from the data module's info."""
     return {"vocab_size": int(data_info["vocab_size"]), "pad_id": int(data_info.get("pad_id", 0))}

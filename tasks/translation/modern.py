@@ -35,7 +35,7 @@ import attn_core
 from attn_core.recurrent import RecurrentEncoder
 from tasks.common.recurrence import RecurrenceContext, check_cell, recurrence_params, register_cell_presets
 from tasks.common.registry import Bounds, register_model
-from tasks.translation.models import check_vocab, vocab_sizes
+from tasks.translation.models import check_vocab, shared_embedding, vocab_sizes
 from tasks.translation.search import State
 
 __all__ = ["ModernSeq2Seq", "SCORES", "modern_rnn"]
@@ -79,10 +79,7 @@ class ModernSeq2Seq(nn.Module):
         _check_score(score)
         name, params = recurrence_params(cell, d_state)
         self.score = score
-        self.embed = nn.Embedding(vocab_size, embedding_dim, padding_idx=pad_id)
-        nn.init.normal_(self.embed.weight, std=embedding_dim**-0.5)  # tied with the output: logits O(1)
-        with torch.no_grad():
-            self.embed.weight[pad_id].zero_()
+        self.embed = shared_embedding(vocab_size, embedding_dim, pad_id)  # tied with the output
         self.drop = nn.Dropout(dropout)
         self.encoder = RecurrenceContext(embedding_dim, cell=cell, d_model=d_model, d_state=d_state,
                                          num_layers=enc_layers, dropout=dropout)
