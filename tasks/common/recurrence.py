@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+import torch
 from torch import Tensor, nn
 
 from attn_core.recurrent import RecurrentEncoder, build_recurrence
@@ -40,11 +41,12 @@ def recurrence_params(cell: str, d_state: int | None) -> tuple[str, dict[str, An
 def check_cell(params: Mapping[str, Any]) -> None:
     """A registration's config check, before any cell runs: an unknown ``cell``, and what the
     recurrence itself refuses at the model's width (e.g. Mamba-2's heads must divide
-    ``expand * d_model``): one small layer is built to ask it."""
+    ``expand * d_model``): one layer is built on the meta device (no memory, no init work) to ask it."""
     name, rp = recurrence_params(params["cell"], params.get("d_state"))
     d_model = params.get("d_model")
     if isinstance(d_model, int) and not isinstance(d_model, bool) and d_model > 0:
-        build_recurrence(name, d_model, **rp)
+        with torch.device("meta"):
+            build_recurrence(name, d_model, **rp)
 
 
 def register_cell_presets(base: Callable[..., Any], what: str) -> None:
