@@ -26,8 +26,8 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
-from tasks.common.data import (DataMissing, SplitDataModule, corrupt, materialize, origin, pad_sequences, read_text,
-                               reading, write_atomic)
+from tasks.common.data import (DataMissing, SplitDataModule, corrupt, materialize, origin, pad_fields, pad_sequences,
+                               read_text, reading, write_atomic)
 
 __all__ = [
     "UPOS",
@@ -210,10 +210,7 @@ class TaggingDataModule(SplitDataModule):
         return int(item[0].shape[0])
 
     def collate(self, items: list[tuple[Tensor, Tensor, Tensor, Tensor]]) -> dict[str, Tensor]:
-        words, mask = pad_sequences([it[0] for it in items], PAD)  # (B, L)
-        forms, _ = pad_sequences([it[1] for it in items], 0)
-        tags, _ = pad_sequences([it[2] for it in items], 0)
-        oov, _ = pad_sequences([it[3] for it in items], False)
+        (words, forms, tags, oov), mask = pad_fields(items, (PAD, 0, 0, False))  # each (B, L)
         uniq, types = torch.unique(forms, return_inverse=True)  # types (B, L) -> row of chars
         chars = self.form_chars[uniq]  # (T, W)
         width = int((chars != PAD).sum(1).max())
