@@ -7,8 +7,8 @@ and callbacks as ``attnbench cell`` runs them (:func:`benchmarks.run.worker.trai
 :class:`~.probe.StepProbe` attached), and then through a **bare PyTorch loop** (:mod:`.bare`):
 the same module (network and loss), optimiser and schedule over the same batches pre-loaded on
 the device, no Lightning. Both in one process, ``rounds`` times interleaved (cell, bare, cell,
-bare, ...), each after ``warmup`` steps: steps/s (median over rounds, with the min and max of
-the per-round ratio), host-device synchronisations per step (:mod:`.syncs`), on CUDA the GPU
+bare, ...), each after ``warmup`` steps: steps/s (median over rounds) and their ratio (the
+median of the per-round ratios, with their min and max), host-device synchronisations per step (:mod:`.syncs`), on CUDA the GPU
 busy fraction (profiler), and the training loader's own batches/s (is data loading the limit?).
 
 Check: cell steps/s / bare steps/s >= ``min_ratio`` (0.9 on CPU, 0.8 on CUDA) for every row.
@@ -45,7 +45,7 @@ SCHEMA: dict[str, Any] = {
     "sync_steps": Field("int", 5, minimum=1, doc="training steps whose host-device syncs are counted (untimed)"),
     "profile_steps": Field("per_device[int]", {"cpu": 0, "cuda": 10}, minimum=0,
                            doc="profiled steps for the GPU busy fraction (CUDA only; 0: none)"),
-    "rounds": Field("int", 3, minimum=1, doc="cell and bare measured alternately, this many times each"),
+    "rounds": Field("int", 5, minimum=1, doc="cell and bare measured alternately, this many times each"),
     "loader_batches": Field("int", 50, minimum=0, doc="batches of the training loader timed alone (0: skip)"),
     "min_ratio": Field("per_device[float]", {"cpu": 0.9, "cuda": 0.8}, minimum=0,
                        doc="the check: cell steps/s over bare steps/s at least this"),
@@ -177,7 +177,9 @@ def point_train(*, cell: dict, device: str, data_dir: str | None, cache_dir: str
     med = lambda rs, k: statistics.median(r[k] for r in rs) if all(r.get(k) is not None for r in rs) else None
     cell_sps, bare_sps = med(cells, "steps_per_s"), med(bares, "steps_per_s")
     return {
-        "cell_steps_per_s": cell_sps, "bare_steps_per_s": bare_sps, "ratio": cell_sps / bare_sps,
+        # the median of the per-round ratios: each round's two sides ran back to back, so a
+        # drift of the machine's speed between rounds cancels in its ratio (not in the medians')
+        "cell_steps_per_s": cell_sps, "bare_steps_per_s": bare_sps, "ratio": statistics.median(ratios),
         "ratio_min": min(ratios), "ratio_max": max(ratios), "ratios": ratios,
         "cell_syncs_per_step": cells[-1]["syncs_per_step"], "bare_syncs_per_step": bares[-1]["syncs_per_step"],
         "cell_syncs_by_op": cells[-1]["syncs_by_op"], "bare_syncs_by_op": bares[-1]["syncs_by_op"],
