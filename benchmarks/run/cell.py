@@ -180,6 +180,20 @@ def _set_float32_mode(tf32: bool) -> None:
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
 
 
+def cheap_cuda_probe() -> None:
+    """Make ``torch.cuda.is_available()`` cheap where there is no GPU. Lightning sets
+    ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` when imported (so that the check does not initialise CUDA
+    before a fork), and with it torch loads NVML through ctypes at *every* call without caching
+    the answer; Adam and AdamW ask at every step (``_accelerator_graph_capture_health_check``):
+    ~0.13-0.3 ms a step on a 2-core CPU with torch's CUDA wheel, 1.8 us without the variable.
+    Where NVML finds no GPU there is no CUDA to protect from a fork, so the variable goes and
+    torch's runtime check (cached) answers; with a GPU nothing changes."""
+    import torch
+
+    if os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK") == "1" and not torch.cuda.is_available():
+        del os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"]
+
+
 def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
     """Train, select, test and measure one cell; returns its record (ok or failed)."""
     import lightning as L
@@ -201,6 +215,7 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
 
             attn_core.clear_caches()  # no block mask or compiled graph leaks in from an earlier cell
             _set_float32_mode(bool(cell.config["trainer"].get("tf32", False)))
+            cheap_cuda_probe()
             L.seed_everything(cell.seed, workers=True, verbose=False)
             ds = task.datasets.get(cell.dataset)
             dm = ds.build(opts.data_dir, opts.cache_dir, cell.seed, **cell.config["dataset_params"])
