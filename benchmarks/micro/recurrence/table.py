@@ -37,18 +37,18 @@ def _mamba2_chunk(params: dict) -> int:
 def sequential_depth(method: str, family: str, L: int, params: dict | None = None) -> tuple[int | None, str]:
     """``(depth at L, rule)`` of one forward pass of a row (see :data:`DEPTH_RULE`)."""
     params = params or {}
-    log2 = lambda n: math.ceil(math.log2(n)) if n > 1 else 0  # noqa: E731
+    log2 = lambda n: n.bit_length() - 1 if n > 1 else 0  # noqa: E731  floor(log2 n): levels of the recursion
     if family == "attention":
         return 1, "1 (every position at once)"
     if method in _LOG_SCANS:
-        return 2 * log2(L), "2 ceil(log2 L) (odd/even doubling: one combine down, one fill-in up per level)"
+        return 2 * log2(L), "2 floor(log2 L) (odd/even doubling: one combine down, one fill-in up per level)"
     if method == "scan_loop" or family == "peer":
         return L, "L (one step per position)"
     if method == "s4d":
         return 3, "3 (rfft, product, irfft: O(1); log2(2L) butterfly stages inside each FFT)"
     if method == "mamba2":
         q = _mamba2_chunk(params)
-        return 2 * log2(math.ceil(L / q)), f"2 ceil(log2 ceil(L/Q)) + O(1) (doubling scan over chunks, Q={q})"
+        return 2 * log2(math.ceil(L / q)), f"2 floor(log2 ceil(L/Q)) + O(1) (doubling scan over chunks, Q={q})"
     return None, "unknown (not a built-in recurrence)"
 
 
