@@ -34,7 +34,8 @@ SCHEMA: dict[str, Any] = {
                           doc="most growth of a layer's time per position, longest over shortest L"),
     "attention": Section({
         "enabled": Field("bool", True, doc="also time SDPA and attnbench's truncated attention"),
-        "heads": Field("int", 4, minimum=1, doc="d_model split into heads (head_dim = d_model / heads), as bench attention"),
+        "heads": Field("int", 4, minimum=1,
+                       doc="d_model split into heads (head_dim = d_model / heads), as bench attention"),
         "window": Field("int", 128, minimum=1, doc="w of the truncated attention: query i sees |i - j| <= w"),
         "causal": Field("bool", True, doc="causal attention (a recurrence is causal)"),
     }, doc="attention peers on the same (batch, L, d_model): SDPA and attn_core.attention(window=w)"),

@@ -36,7 +36,8 @@ def plot_results(doc: dict, path: str | Path) -> None:
     s = doc["setup"]
     fig.suptitle(f"recurrences, one training step: {doc['environment'].get('device_name')}, {s['dtype']}, "
                  f"batch {s['batch']}, d_model {s['d_model']}"
-                 + (f"; attention {s['attention']['heads']} heads, {'causal' if s['attention']['causal'] else 'bidirectional'}"
+                 + (f"; attention {s['attention']['heads']} heads, "
+                    f"{'causal' if s['attention']['causal'] else 'bidirectional'}"
                     if s.get("attention", {}).get("enabled") else ""), fontsize=10)
     fig.tight_layout()
     save_figure_atomic(fig, path, dpi=110)

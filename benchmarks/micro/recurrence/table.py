@@ -88,7 +88,8 @@ def summary_table(points: list[dict], *, report_length: int) -> list[dict]:
     by: dict[str, dict[int, dict]] = {}
     for r in timed:
         by.setdefault(r["method"], {})[r["L"]] = r
-    ok = {m: {L: r["time_ms"] for L, r in rs.items() if r["status"] == "ok" and r.get("time_ms")} for m, rs in by.items()}
+    ok = {m: {L: r["time_ms"] for L, r in rs.items() if r["status"] == "ok" and r.get("time_ms")}
+          for m, rs in by.items()}
     rows = []
     for m, rs in by.items():
         first = next(iter(rs.values()))

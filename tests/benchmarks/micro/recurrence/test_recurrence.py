@@ -34,7 +34,8 @@ def test_shipped_config_plans_every_recurrence_the_scans_and_the_peers():
 
 def test_the_loop_stops_at_its_longest_length(tmp_path):
     cfg = br.load_config(_tiny(tmp_path, loop_max_length=8))
-    assert [p["L"] for p in br.plan_points(cfg, "cpu") if p["method"] == "scan_loop" and p["kind"] == "recurrence"] == [8]
+    loop = [p["L"] for p in br.plan_points(cfg, "cpu") if p["method"] == "scan_loop" and p["kind"] == "recurrence"]
+    assert loop == [8]
 
 
 def test_bad_recurrences_are_one_line_naming_the_valid_ones(tmp_path):
@@ -80,7 +81,8 @@ def test_a_tiny_sweep_writes_its_json_plot_and_table(tmp_path):
     assert [r["method"] for r in doc["table"]] == list(rows)
     row = {r["method"]: r for r in doc["table"]}
     assert row["min_rnn"]["time_ms"] == next(r["time_ms"] for r in timed if r["method"] == "min_rnn" and r["L"] == 32)
-    assert row["min_rnn"]["time_exponent"]["points"] == 2 and row["min_rnn"]["f32_rel_err"] == errors["min_rnn"]["f32_rel_err"]
+    assert row["min_rnn"]["time_exponent"]["points"] == 2
+    assert row["min_rnn"]["f32_rel_err"] == errors["min_rnn"]["f32_rel_err"]
     assert row["min_rnn"]["crossovers"]["torch_lstm"] is None  # no LSTM in this run
     assert row["min_rnn"]["crossovers"]["sdpa"]["state"] in ("always", "never", "crosses")
     assert row["sdpa"]["crossovers"]["sdpa"] is None and row["truncated_w4"]["path_length"] == 8  # ceil(31 / 4)

@@ -97,7 +97,8 @@ def test_summary_table_exponents_crossovers_depth_and_path_on_made_up_points():
 @pytest.mark.parametrize("method,family,L,depth", [
     ("scan_doubling", "scan", 1, 0), ("scan_doubling", "scan", 2, 2), ("scan_doubling", "scan", 5, 4),
     ("scan_loop", "scan", 5, 5), ("torch_gru", "peer", 7, 7), ("s4d", "recurrence", 1 << 20, 3),
-    ("mamba2", "recurrence", 64, 0), ("mamba2", "recurrence", 65, 2), ("mamba2", "recurrence", 64 * 9, 6), ("plugin_rnn", "recurrence", 8, None),
+    ("mamba2", "recurrence", 64, 0), ("mamba2", "recurrence", 65, 2), ("mamba2", "recurrence", 64 * 9, 6),
+    ("plugin_rnn", "recurrence", 8, None),
 ])
 def test_sequential_depth_rule(method, family, L, depth):
     assert bt.sequential_depth(method, family, L)[0] == depth
