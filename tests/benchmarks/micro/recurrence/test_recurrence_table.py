@@ -125,3 +125,23 @@ def test_depth_of_the_doubling_scan_is_its_recursion_levels_twice():
             scan._doubling = real
         calls = levels[0] + 1  # the recursive calls went through the patched name, plus the first
         assert bt.sequential_depth("scan_doubling", "scan", L)[0] == 2 * (calls - 1) == 2 * math.floor(math.log2(L))
+
+
+def test_a_timing_timeout_skips_that_rows_longer_timings_but_not_its_float32_error(tmp_path, monkeypatch):
+    from benchmarks.run import measure
+
+    real = measure.execute
+
+    def fake(target, kwargs, **kw):  # min_rnn's timing point "times out"
+        if target.endswith(":point_recurrence") and kwargs["method"] == "min_rnn":
+            return {"status": "timeout", "reason": "fake timeout"}
+        return real(target, kwargs, **kw)
+
+    monkeypatch.setattr(measure, "execute", fake)
+    cfg = br.load_config(_tiny(tmp_path, recurrences=["min_rnn"], params={}, peers=False, scan=False,
+                               attention={"enabled": False}, plot=False))
+    doc = br.run_sweep(cfg, tmp_path / "out", log=lambda s: None)
+    got = {(r["kind"], r["L"]): r["status"] for r in doc["points"]}
+    assert got == {("recurrence", 8): "timeout", ("recurrence", 32): "skipped", ("f32_error", 40): "ok"}
+    row = doc["table"][0]
+    assert row["status"] == "skipped" and row["time_exponent"] is None and row["f32_rel_err"] > 0
