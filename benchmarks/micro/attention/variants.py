@@ -21,6 +21,7 @@ from typing import Any
 
 from benchmarks.run import measure
 from benchmarks.micro.checks import check as _check, doubling_check
+from benchmarks.micro.crossover import crossover
 from benchmarks.micro.common import attn_core_fingerprint, make_inputs, select_patterns, set_threads
 from benchmarks.config.schema import ConfigError, Field, Section
 
@@ -160,16 +161,19 @@ def variant_checks(points: list[dict], growth_limit: float = 2.3) -> list[dict]:
 
 
 def _crossover(name: str, idx: dict, lengths: list[int]) -> dict:
-    """The smallest measured L from which ``name`` is at least as fast as SDPA at every larger L."""
+    """The smallest measured L from which ``name`` is at least as fast as SDPA at every larger L
+    (:func:`benchmarks.micro.crossover.crossover` over the lengths where both ran)."""
     label = f"speed crossover variant_{name} vs variant_{BASELINE}"
-    both = [L for L in lengths if all(idx.get((n, L), {}).get("status") == "ok" for n in (name, BASELINE))]
-    if not both:
+
+    def times(n: str) -> dict[int, float]:
+        return {L: idx[(n, L)]["time_ms"] for L in lengths if idx.get((n, L), {}).get("status") == "ok"}
+
+    c = crossover(times(name), times(BASELINE))
+    if c["state"] == "no_data":
         return _check(label, None, "info", None, note="no length where both ran")
-    faster = [idx[(name, L)]["time_ms"] <= idx[(BASELINE, L)]["time_ms"] for L in both]
-    start = next((i for i in range(len(both)) if all(faster[i:])), None)
-    ratios = {str(L): round(idx[(name, L)]["time_ms"] / idx[(BASELINE, L)]["time_ms"], 3) for L in both}
-    if start is None:
-        return _check(label, None, "info", None, note=f"slower than SDPA at the largest measured L={both[-1]}",
+    ratios = {str(L): round(r, 3) for L, r in c["ratios"].items()}
+    if c["state"] == "never":
+        return _check(label, None, "info", None, note=f"slower than SDPA at the largest measured L={c['lengths'][-1]}",
                       time_ratios=ratios)
-    note = "faster from the smallest L measured" if start == 0 else f"slower below L={both[start]}"
-    return _check(label, both[start], "info", None, note=note, time_ratios=ratios)
+    note = "faster from the smallest L measured" if c["state"] == "always" else f"slower below L={c['from_L']}"
+    return _check(label, c["from_L"], "info", None, note=note, time_ratios=ratios)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.config import CONFIG_DIR
-from benchmarks.config.schema import ConfigError, Field
+from benchmarks.config.schema import ConfigError, Field, Section
 from benchmarks.micro.common import sweep_fields
 from benchmarks.micro.sweep import config_loader
 
@@ -32,6 +32,20 @@ SCHEMA: dict[str, Any] = {
                           doc="the L the scan is checked against the loop at (and layers compared to torch_gru)"),
     "linear_limit": Field("float", 3.0, minimum=1.0,
                           doc="most growth of a layer's time per position, longest over shortest L"),
+    "attention": Section({
+        "enabled": Field("bool", True, doc="also time SDPA and attnbench's truncated attention"),
+        "heads": Field("int", 4, minimum=1,
+                       doc="d_model split into heads (head_dim = d_model / heads), as bench attention"),
+        "window": Field("int", 128, minimum=1, doc="w of the truncated attention: query i sees |i - j| <= w"),
+        "causal": Field("bool", True, doc="causal attention (a recurrence is causal)"),
+    }, doc="attention peers on the same (batch, L, d_model): SDPA and attn_core.attention(window=w)"),
+    "report_length": Field("per_device[int]", {"cpu": 4096, "cuda": 4096}, minimum=1,
+                           doc="the L of the summary table's ms and MiB columns"),
+    "f32_error": Section({
+        "enabled": Field("bool", True, doc="float32 against float64 error of the scans, peers and recurrences"),
+        "length": Field("int", 5000, minimum=2, doc="L of the error measurement"),
+        "batch": Field("int", 2, minimum=1),
+    }, doc="max |y_float32 - y_float64| / max |y_float64| of one forward pass (untimed)"),
 }
 
 
@@ -62,6 +76,10 @@ def resolve_recurrences(cfg: dict, source: str = "config") -> dict[str, dict[str
 def _complete(cfg: dict, src: str) -> None:
     if cfg["min_repeats"] > cfg["repeats"]:
         raise ConfigError(f"{src}: min_repeats={cfg['min_repeats']} must be <= repeats={cfg['repeats']}")
+    att = cfg["attention"]
+    if att["enabled"] and cfg["d_model"] % att["heads"]:
+        raise ConfigError(f"{src}: attention.heads={att['heads']} must divide d_model={cfg['d_model']} "
+                          "(or set attention.enabled: false)")
     cfg["resolved_recurrences"] = resolve_recurrences(cfg, src)
 
 

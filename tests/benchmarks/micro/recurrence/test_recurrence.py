@@ -14,7 +14,8 @@ from benchmarks.micro import recurrence as br
 def _tiny(tmp_path, **extra) -> str:
     body = {"device": "cpu", "warmup": 1, "repeats": 1, "min_repeats": 1, "isolate": False, "batch": 2, "d_model": 8,
             "lengths": [8, 32], "params": {"mamba2": {"headdim": 4, "chunk_size": 8}}, "check_length": 32,
-            "loop_max_length": 32, **extra}
+            "loop_max_length": 32, "report_length": 32, "attention": {"heads": 2, "window": 4},
+            "f32_error": {"length": 40}, **extra}
     p = tmp_path / "recurrence.yaml"
     p.write_text("benchmark: recurrence\n" + "\n".join(f"{k}: {json.dumps(v)}" for k, v in body.items()) + "\n")
     return str(p)
@@ -22,16 +23,19 @@ def _tiny(tmp_path, **extra) -> str:
 
 def test_shipped_config_plans_every_recurrence_the_scans_and_the_peers():
     cfg = br.load_config()
-    points = br.plan_points(cfg, "cpu")
+    points = [p for p in br.plan_points(cfg, "cpu") if p["kind"] == "recurrence"]
     methods = {p["method"]: p["family"] for p in points}
     assert methods == {"scan_doubling": "scan", "scan_loop": "scan", "torch_gru": "peer", "torch_lstm": "peer",
+                       "sdpa": "attention", "truncated_w128": "attention",
                        "min_rnn": "recurrence", "s4d": "recurrence", "mamba2": "recurrence", "lru": "recurrence"}
     assert {p["L"] for p in points} == set(cfg["lengths"]["cpu"]) and cfg["check_length"]["cpu"] in cfg["lengths"]["cpu"]
+    assert cfg["report_length"]["cpu"] in cfg["lengths"]["cpu"]
 
 
 def test_the_loop_stops_at_its_longest_length(tmp_path):
     cfg = br.load_config(_tiny(tmp_path, loop_max_length=8))
-    assert [p["L"] for p in br.plan_points(cfg, "cpu") if p["method"] == "scan_loop"] == [8]
+    loop = [p["L"] for p in br.plan_points(cfg, "cpu") if p["method"] == "scan_loop" and p["kind"] == "recurrence"]
+    assert loop == [8]
 
 
 def test_bad_recurrences_are_one_line_naming_the_valid_ones(tmp_path):
@@ -61,12 +65,27 @@ def test_checks_catch_a_quadratic_layer_and_a_slow_scan():
     assert checks["lru time / torch_gru @ L=64"]["value"] == 0.125 and checks["lru time / torch_gru @ L=64"]["pass"] is None
 
 
-def test_a_tiny_sweep_writes_its_json_and_plot(tmp_path):
+def test_a_tiny_sweep_writes_its_json_plot_and_table(tmp_path):
     out = tmp_path / "out"
-    assert br.main(config=_tiny(tmp_path, recurrences=["min_rnn", "mamba2"], peers=False), out=out, log=lambda s: None) == 0
+    log: list[str] = []
+    assert br.main(config=_tiny(tmp_path, recurrences=["min_rnn", "mamba2"], peers=False), out=out, log=log.append) == 0
     doc = json.loads((out / "bench_recurrence.json").read_text())
     assert doc["status"] == "done" and doc["plot"] == "bench_recurrence.png" and (out / "bench_recurrence.png").stat().st_size
-    assert {(r["method"], r["L"]) for r in doc["points"]} == {(m, L) for m in ("scan_doubling", "scan_loop", "min_rnn",
-                                                                               "mamba2") for L in (8, 32)}
-    assert all(r["status"] == "ok" and r["time_ms"] > 0 for r in doc["points"])
+    timed = [r for r in doc["points"] if r["kind"] == "recurrence"]
+    rows = ("scan_doubling", "scan_loop", "sdpa", "truncated_w4", "min_rnn", "mamba2")
+    assert {(r["method"], r["L"]) for r in timed} == {(m, L) for m in rows for L in (8, 32)}
+    assert all(r["status"] == "ok" and r["time_ms"] > 0 for r in timed)
+    errors = {r["method"]: r for r in doc["points"] if r["kind"] == "f32_error"}
+    assert set(errors) == {"scan_doubling", "scan_loop", "min_rnn", "mamba2"}  # not the attention
+    assert all(r["L"] == 40 and 0 < r["f32_rel_err"] < 1e-5 for r in errors.values())
+    assert [r["method"] for r in doc["table"]] == list(rows)
+    row = {r["method"]: r for r in doc["table"]}
+    assert row["min_rnn"]["time_ms"] == next(r["time_ms"] for r in timed if r["method"] == "min_rnn" and r["L"] == 32)
+    assert row["min_rnn"]["time_exponent"]["points"] == 2
+    assert row["min_rnn"]["f32_rel_err"] == errors["min_rnn"]["f32_rel_err"]
+    assert row["min_rnn"]["crossovers"]["torch_lstm"] is None  # no LSTM in this run
+    assert row["min_rnn"]["crossovers"]["sdpa"]["state"] in ("always", "never", "crosses")
+    assert row["sdpa"]["crossovers"]["sdpa"] is None and row["truncated_w4"]["path_length"] == 8  # ceil(31 / 4)
+    assert any(line.startswith("method ") and "ms@32" in line for line in log)
     assert any(c["name"].startswith("speedup scan_doubling vs scan_loop") for c in doc["checks"])
+    assert not any(c["name"].startswith(("sdpa:", "truncated_w4:")) and c["pass"] is not None for c in doc["checks"])
