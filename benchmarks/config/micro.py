@@ -42,7 +42,8 @@ _ALL = (
                    ("bench_decode.yaml",)),
     MicroBenchmark("recurrence", "benchmarks.micro.recurrence",
                    "recurrences: training-step time and peak memory vs L of the scan (odd/even doubling vs the "
-                   "sequential loop) and of every registered recurrence vs torch.nn.GRU/LSTM", ("bench_recurrence.yaml",)),
+                   "sequential loop) and of every registered recurrence vs torch.nn.GRU/LSTM, SDPA and truncated "
+                   "attention: exponents, crossovers, depth, path length, float32 error", ("bench_recurrence.yaml",)),
     MicroBenchmark("train", "benchmarks.micro.train",
                    "what the cell machinery costs: steps/s of each domain's attention model and best baseline through "
                    "the real cell path (Lightning Trainer + task module + callbacks) vs a bare PyTorch loop, syncs per "
