@@ -70,12 +70,24 @@ def _cases(family: str | None = None) -> list:
     return cases
 
 
-def build(task_name: str, dataset: str, model: str, cache_dir: str) -> tuple[Any, Any]:
-    """``(task module around the small model, its synthetic DataModule)``."""
+#: other forms of a model than its registered one (parameters over its defaults): vision's
+#: modern_rnn reads patches or pixels (psMNIST's fixed permutation too); translation's decodes
+#: without attention (score none)
+FORMS: list[tuple[str, str, str, dict[str, Any]]] = [
+    ("vision", "synthetic", "mamba2", {"mode": "patches", "patch_size": None, "patch_grid": 4}),
+    ("vision", "synthetic", "s4d", {"mode": "pixel"}),
+    ("vision", "synthetic", "mingru", {"mode": "pixel", "permute": True, "perm_seed": 0}),
+    ("translation", "synthetic", "mingru", {"score": "none"}),
+]
+
+
+def build(task_name: str, dataset: str, model: str, cache_dir: str,
+          form: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    """``(task module around the small model (``form`` over its parameters), its synthetic DataModule)``."""
     spec = get_task(task_name).models.get(model)
     data_params = dict(next(p for d, p in DATASETS[task_name] if d == dataset))
     return build_small(task_name, dataset, model, cache_dir, data_params=data_params,
-                       model_params=small_params(task_name, spec))
+                       model_params={**small_params(task_name, spec), **(form or {})})
 
 
 def _counted(counter: SyncCounter, fn: Any, locate: bool, calls: list[int] | None = None) -> Any:
@@ -96,11 +108,11 @@ def _counted(counter: SyncCounter, fn: Any, locate: bool, calls: list[int] | Non
 
 
 def step_syncs(task_name: str, dataset: str, model: str, cache_dir: str, *,
-               locate: bool = False) -> dict[str, SyncCounter]:
+               locate: bool = False, form: dict[str, Any] | None = None) -> dict[str, SyncCounter]:
     """The syncs of the training steps (forward, loss, backward) after the ``WARMUP`` first and of
     the validation steps of ``model`` fitted by a CPU Trainer for 2 epochs of ``BATCHES`` batches, by stage; ``locate``: name the forward line of a sync in
     backward (slower)."""
-    module, dm = build(task_name, dataset, model, cache_dir)
+    module, dm = build(task_name, dataset, model, cache_dir, form)
     counts = {"train": SyncCounter(), "val": SyncCounter()}
     calls = [0]
     module.training_step = _counted(counts["train"], module.training_step, locate, calls)
@@ -116,11 +128,16 @@ def step_syncs(task_name: str, dataset: str, model: str, cache_dir: str, *,
     return counts
 
 
-@pytest.mark.parametrize("task_name,dataset,model", _cases())
-def test_training_and_validation_steps_do_not_sync(task_name: str, dataset: str, model: str, tmp_path) -> None:
-    counts = step_syncs(task_name, dataset, model, str(tmp_path))
+_FORM_CASES = [pytest.param(t, d, m, f, id=f"{t}-{d}-{m}-" + "-".join(f"{k}={v}" for k, v in f.items()))
+               for t, d, m, f in FORMS]
+
+
+@pytest.mark.parametrize("task_name,dataset,model,form",
+                         [pytest.param(*c.values, None, id=c.id) for c in _cases()] + _FORM_CASES)
+def test_training_and_validation_steps_do_not_sync(task_name: str, dataset: str, model: str, form, tmp_path) -> None:
+    counts = step_syncs(task_name, dataset, model, str(tmp_path), form=form)
     if any(c.syncs for c in counts.values()):  # again, naming the forward line of syncs in backward
-        counts = step_syncs(task_name, dataset, model, str(tmp_path / "again"), locate=True)
+        counts = step_syncs(task_name, dataset, model, str(tmp_path / "again"), locate=True, form=form)
     bad = {stage: c for stage, c in counts.items() if c.syncs}
     assert not bad, f"host-device syncs in 2 epochs of {BATCHES} batches a stage (first training step not counted):\n" + "\n".join(
         f"{stage} ({len(c.syncs)}):\n{c.summary()}" for stage, c in bad.items())
