@@ -20,7 +20,8 @@ def crossover(ours: Mapping[int, float], base: Mapping[int, float]) -> dict:
     slower length and ``start``; ``None`` when there is no such pair) and ``state``:
     ``no_data`` (no common length), ``never`` (slower at the largest length: none in range),
     ``always`` (as fast from the smallest length: the crossing is at or below it) or
-    ``crosses``."""
+    ``crosses``. A failed point may enter as an infinite time (slower than anything; a peer that
+    failed is beaten): no interpolation across it."""
     both = sorted(L for L in ours if L in base and ours[L] and base[L])
     ratios = {L: ours[L] / base[L] for L in both}
     out: dict = {"lengths": both, "ratios": ratios, "from_L": None, "at_L": None}
@@ -33,6 +34,8 @@ def crossover(ours: Mapping[int, float], base: Mapping[int, float]) -> dict:
     if start == 0:
         return {**out, "from_L": both[0], "state": "always"}
     lo, hi = both[start - 1], both[start]
+    if not all(0 < ratios[L] < math.inf for L in (lo, hi)):  # a side that failed there (an infinite time)
+        return {**out, "from_L": hi, "state": "crosses"}
     r_lo, r_hi = math.log(ratios[lo]), math.log(ratios[hi])  # > 0 (slower), <= 0 (as fast)
     t = r_lo / (r_lo - r_hi)
     at = math.exp(math.log(lo) + t * (math.log(hi) - math.log(lo)))

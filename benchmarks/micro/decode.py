@@ -29,6 +29,7 @@ Writes ``<out>/bench_decode.json`` (after every point, atomically) and ``<out>/b
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -38,6 +39,7 @@ from benchmarks.config.schema import ConfigError, Field
 from benchmarks.micro.checks import check, format_checks as _format_checks
 from benchmarks.micro.common import (KEEP_RUN, KEEP_TIMING, mib, plot_over_length, save_figure_atomic, select_patterns, set_threads,
                                      status_line, sweep_fields)
+from benchmarks.micro.crossover import crossover
 from benchmarks.micro.sweep import Sweep, config_loader, entry_point
 from benchmarks.run import measure
 
@@ -229,9 +231,9 @@ def compute_checks(points: list[dict], *, flat_limit: float, check_length: int) 
     for m, rs in by.items():
         if m in ("full", PEER) or "full" not in by:
             continue
-        Ls = sorted(L for L in rs if L in by["full"])
-        faster = [L for L in Ls if _ok(rs[L]) and (not _ok(by["full"][L]) or rs[L]["time_ms"] <= by["full"][L]["time_ms"])]
-        cross = next((L for L in Ls if all(x in faster for x in Ls if x >= L)), None)
+        Ls = [L for L in rs if L in by["full"]]
+        secs = lambda r: r["time_ms"] if _ok(r) else math.inf  # noqa: E731 - a failed point is the slowest
+        cross = crossover({L: secs(rs[L]) for L in Ls}, {L: secs(by["full"][L]) for L in Ls})["from_L"]
         checks.append(check(f"{m}: crossover vs full (shortest L from which it is as fast)", cross, "info", None,
                             note=None if cross is not None else "slower than full at the longest L measured"))
     return checks

@@ -85,6 +85,14 @@ def test_checks_flat_recurrent_steps_full_vs_peer_and_the_crossover():
     pts[4:6] = [_pt("linear", 64, 3.0, "state"), _pt("linear", 1024, 30.0, "state")]
     by = {c["name"]: c for c in bd.compute_checks(pts, flat_limit=50, check_length=1024)}
     assert by["linear: crossover vs full (shortest L from which it is as fast)"]["value"] is None
+    # full out of memory at 1024 where linear ran: linear wins there; linear failing is never faster
+    oom = [dict(p, status="oom", time_ms=None) if p["method"] == "full" and p["L"] == 1024 else p for p in pts]
+    by = {c["name"]: c for c in bd.compute_checks(oom, flat_limit=50, check_length=1024)}
+    assert by["linear: crossover vs full (shortest L from which it is as fast)"]["value"] == 1024
+    both = [dict(p, status="oom", time_ms=None) if p["L"] == 1024 and p["method"] in ("full", "linear") else p
+            for p in pts]
+    by = {c["name"]: c for c in bd.compute_checks(both, flat_limit=50, check_length=1024)}
+    assert by["linear: crossover vs full (shortest L from which it is as fast)"]["value"] is None
     # a failed full point: the check fails; a failed peer leaves it undecided
     failed = [dict(p, status="oom") if p["method"] == "full" and p["L"] == 1024 else p for p in pts]
     assert {c["name"]: c for c in bd.compute_checks(failed, flat_limit=50, check_length=1024)}[
