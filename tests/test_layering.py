@@ -70,36 +70,57 @@ def test_the_cli_import_pattern_matches_imports_only():
     assert not CLI_IMPORT.search('"""This package never imports :mod:`benchmarks.cli`."""\n')
 
 
-def test_report_and_domain_modules_do_not_import_the_cli():
-    """Each module imported in turn in one fresh interpreter: the first one after which
-    ``benchmarks.cli`` is loaded is named."""
+#: what the import checks below read, gathered in ONE fresh interpreter (one start instead of four),
+#: in an order where each stage only adds what the previous ones showed absent: (1) the report
+#: package alone (neither torch, Lightning nor the CLI may come in); (2) every attn_core module
+#: (Lightning was absent after (1), so any Lightning now came from attn_core); (3) every report and
+#: domain-section module in turn (the first after which benchmarks.cli is loaded is named; absent
+#: after (1) and (2), which import no benchmarks.cli); (4) the one-list check (any state).
+IMPORT_FACTS = """\
+import importlib, json, pkgutil, sys
+LIGHTNING = ('lightning', 'pytorch_lightning', 'lightning_fabric')
+facts = {}
+import benchmarks.report
+facts['report_alone'] = sorted(m for m in ('torch', 'lightning', 'benchmarks.cli') if m in sys.modules)
+import attn_core
+for info in pkgutil.walk_packages(attn_core.__path__, 'attn_core.'):
+    importlib.import_module(info.name)
+facts['attn_core_lightning'] = sorted(m for m in sys.modules if m.split('.')[0] in LIGHTNING)
+facts['cli_before_report_modules'] = 'benchmarks.cli' in sys.modules
+facts['cli_culprit'] = None
+for name in MODULES:
+    importlib.import_module(name)
+    if 'benchmarks.cli' in sys.modules:
+        facts['cli_culprit'] = name
+        break
+from tasks.common import registry
+from benchmarks.report import results
+from benchmarks.run.launchers import local
+facts['one_list'] = [results.FAMILIES is registry.FAMILIES,
+                     [p for p in registry.TASK_PACKAGES.values() if p not in local.PRELOAD]]
+print(json.dumps(facts))
+"""
+
+
+@pytest.fixture(scope="module")
+def import_facts() -> dict[str, Any]:
     modules = _report_modules()
     assert "benchmarks.report.build" in modules and "benchmarks.report.domains.speech" in modules
-    found = _fresh(
-        "import importlib, json, sys\n"
-        f"for name in {modules!r}:\n"
-        "    importlib.import_module(name)\n"
-        "    if 'benchmarks.cli' in sys.modules:\n"
-        "        print(json.dumps({'culprit': name})); break\n"
-        "else:\n"
-        "    print(json.dumps({'culprit': None}))\n")
-    assert found["culprit"] is None
+    return _fresh(f"MODULES = {modules!r}\n" + IMPORT_FACTS)
 
 
-def test_the_report_package_alone_imports_neither_torch_nor_lightning():
-    found = _fresh("import json, sys, benchmarks.report\n"
-                   "print(json.dumps(sorted(m for m in ('torch', 'lightning', 'benchmarks.cli') if m in sys.modules)))")
-    assert found == []
+def test_report_and_domain_modules_do_not_import_the_cli(import_facts):
+    """Each module imported in turn in one fresh interpreter: the first one after which
+    ``benchmarks.cli`` is loaded is named."""
+    assert not import_facts["cli_before_report_modules"] and import_facts["cli_culprit"] is None
 
 
-def test_attn_core_imports_no_lightning():
-    found = _fresh(
-        "import importlib, json, pkgutil, sys, attn_core\n"
-        "for info in pkgutil.walk_packages(attn_core.__path__, 'attn_core.'):\n"
-        "    importlib.import_module(info.name)\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('lightning', 'pytorch_lightning', 'lightning_fabric'))))\n")
-    assert found == []
+def test_the_report_package_alone_imports_neither_torch_nor_lightning(import_facts):
+    assert import_facts["report_alone"] == []
+
+
+def test_attn_core_imports_no_lightning(import_facts):
+    assert import_facts["attn_core_lightning"] == []
 
 
 # ----------------------------------------------------------------------------- (a) direction
@@ -250,13 +271,9 @@ def test_the_private_check_can_fail(tmp_path):
 
 
 # ----------------------------------------------------------------------------- one list
-def test_one_list_of_domains_and_families():
+def test_one_list_of_domains_and_families(import_facts):
     """The registry owns the domains and the families: the launchers' preload and the report read them."""
-    found = _fresh("import json\nfrom tasks.common import registry\nfrom benchmarks.report import results\n"
-                   "from benchmarks.run.launchers import local\n"
-                   "print(json.dumps([results.FAMILIES is registry.FAMILIES,\n"
-                   "                  [p for p in registry.TASK_PACKAGES.values() if p not in local.PRELOAD]]))")
-    assert found == [True, []]
+    assert import_facts["one_list"] == [True, []]
 
 
 # ----------------------------------------------------------------------------- training imports no report

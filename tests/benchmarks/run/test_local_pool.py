@@ -91,10 +91,11 @@ def test_a_hanging_cell_is_killed_at_its_limit(tmp_path, capsys):
     cfg = _cfg(tmp_path, models="broken", seeds=1, params="model_params: {broken: {kind: hang}}")
     out = tmp_path / "out"
     t0 = time.monotonic()
-    code = main(["run", str(cfg), "--out", str(out), "--cell-timeout", "20", "--no-report"])
+    # a short limit keeps the test short (it was 20 s); without the kill the run would hang (sleep 3600)
+    code = main(["run", str(cfg), "--out", str(out), "--cell-timeout", "5", "--no-report"])
     assert code == 1 and time.monotonic() - t0 < 120
     (rec,) = R.load_records(out)
-    assert rec["status"] == "failed" and "timed out after 20 s" in rec["reason"]
+    assert rec["status"] == "failed" and "timed out after 5 s" in rec["reason"]
 
 
 def test_threads_per_worker_and_gpu_slots(tmp_path, capsys):

@@ -44,6 +44,9 @@ def _plugin_and_quiet_ray(monkeypatch):
     monkeypatch.setenv(PLUGINS_ENV, "tests.helpers.toy_task")
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # no token file in ~/.ray
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray starts its workers (the cells) at niceness +15: beside any CPU-bound process (the other
+    # xdist worker, a busy machine) they starved, 20-30 s tests took 270-350 s. 0: the test's own
+    monkeypatch.setenv("RAY_worker_niceness", "0")
 
 
 def _cfg(tmp_path: Path, name: str, seeds: int = 2, crash: bool = False) -> Path:
