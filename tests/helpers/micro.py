@@ -4,6 +4,7 @@ points run in-process by their target ``tests.helpers.micro:point_toy``."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -116,3 +117,14 @@ def run_toy_sweep(cfg: dict, out_dir: Path, *, log: Callable[[str], None] = prin
 
 
 toy_main = entry_point("toy", load_toy_config, run_toy_sweep)
+
+
+def tiny_recurrence_config(tmp_path: Path, **extra: Any) -> str:
+    """A ``bench recurrence`` config of toy sizes (in-process, lengths 8 and 32) with ``extra`` on top; its path."""
+    body = {"device": "cpu", "warmup": 1, "repeats": 1, "min_repeats": 1, "isolate": False, "batch": 2, "d_model": 8,
+            "lengths": [8, 32], "params": {"mamba2": {"headdim": 4, "chunk_size": 8}}, "check_length": 32,
+            "loop_max_length": 32, "report_length": 32, "attention": {"heads": 2, "window": 4},
+            "f32_error": {"length": 40}, **extra}
+    p = tmp_path / "recurrence.yaml"
+    p.write_text("benchmark: recurrence\n" + "\n".join(f"{k}: {json.dumps(v)}" for k, v in body.items()) + "\n")
+    return str(p)

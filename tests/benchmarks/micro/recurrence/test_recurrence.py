@@ -9,16 +9,7 @@ import pytest
 
 from benchmarks.config.schema import ConfigError
 from benchmarks.micro import recurrence as br
-
-
-def _tiny(tmp_path, **extra) -> str:
-    body = {"device": "cpu", "warmup": 1, "repeats": 1, "min_repeats": 1, "isolate": False, "batch": 2, "d_model": 8,
-            "lengths": [8, 32], "params": {"mamba2": {"headdim": 4, "chunk_size": 8}}, "check_length": 32,
-            "loop_max_length": 32, "report_length": 32, "attention": {"heads": 2, "window": 4},
-            "f32_error": {"length": 40}, **extra}
-    p = tmp_path / "recurrence.yaml"
-    p.write_text("benchmark: recurrence\n" + "\n".join(f"{k}: {json.dumps(v)}" for k, v in body.items()) + "\n")
-    return str(p)
+from tests.helpers.micro import tiny_recurrence_config as _tiny
 
 
 def test_shipped_config_plans_every_recurrence_the_scans_and_the_peers():

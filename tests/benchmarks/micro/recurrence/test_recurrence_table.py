@@ -11,7 +11,7 @@ from benchmarks.config.schema import ConfigError
 from benchmarks.micro import recurrence as br
 from benchmarks.micro.recurrence import table as bt
 
-from tests.benchmarks.micro.recurrence.test_recurrence import _tiny
+from tests.helpers.micro import tiny_recurrence_config as _tiny
 
 
 @pytest.mark.parametrize("extra,message", [
