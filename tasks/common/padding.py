@@ -20,7 +20,7 @@ def pad_fields(items: Sequence[Sequence[Tensor]], pads: Sequence[float | int | b
     collate of 4 fields at B=32 took 1.08 ms with it, 0.30 ms with this, on a 2-core CPU;
     collation runs between training steps, on the host)."""
     if not items:
-        raise ValueError("pad_sequences: empty batch")
+        raise ValueError("pad_fields: empty batch (no examples to pad)")
     lengths = torch.tensor([it[0].shape[0] for it in items])  # (B,)
     mask = torch.arange(int(lengths.max()))[None, :] < lengths[:, None]  # (B, L)
     where = mask.nonzero(as_tuple=True)  # host tensors: no device involved
