@@ -114,7 +114,25 @@ def window_kernel(device: torch.device | str, dtype: torch.dtype, head_dim: int,
     return "flex" if head_dim >= _FLEX_MIN_HEAD_DIM else "blocked"
 
 
+def _inputs_ok(q, k, v, window, kpm, dropout_p, scale) -> bool:
+    """The common valid call, accepted in a few attribute reads (``attention`` is called per
+    layer per step, and the full checks below cost about as much as SDPA's own launch at short
+    lengths); anything else goes through :func:`check_inputs`' checks, which name the problem."""
+    T = Tensor
+    return (
+        type(q) is T and type(k) is T and type(v) is T and q.dim() == 4 and k.dim() == 4 and v.dim() == 4
+        and q.dtype == k.dtype == v.dtype and q.device == k.device == v.device
+        and q.shape[:2] == k.shape[:2] == v.shape[:2] and q.shape[3] == k.shape[3] and k.shape[2] == v.shape[2]
+        and (window is None or (type(window) is int and window >= 0))
+        and (kpm is None or (type(kpm) is T and kpm.dtype == torch.bool and kpm.shape == k.shape[::2]))
+        and type(dropout_p) in (float, int) and 0.0 <= dropout_p < 1.0
+        and (scale is None or (type(scale) in (float, int) and scale > 0))
+    )
+
+
 def check_inputs(q, k, v, window, kpm, dropout_p, scale) -> None:
+    if _inputs_ok(q, k, v, window, kpm, dropout_p, scale):
+        return
     for name, t in (("q", q), ("k", k), ("v", v)):
         V.check_tensor(name, t, 4, "(B, H, L, D)")
     V.check_same("attention", {"q": q, "k": k, "v": v}, "dtype")
@@ -278,7 +296,16 @@ def _window_attention_blocked(q, k, v, window, causal, kpm, dropout_p, scale) ->
 _FLEX_BLOCK = 128  # FlexAttention's default sparse block size
 _FLEX_RECOMPILE_LIMIT = 64  # graphs per process for flex (dtype x head dim x window x grad mode)
 _BAND_LAYOUTS: dict[tuple, tuple] = {}  # (Lq', Lk', window, causal, device) -> (nonempty, full) blocks
+_BAND_MASKS: dict[tuple, object] = {}  # (Lq', Lk', Lk, window, causal, device) -> BlockMask without a key mask
 _BAND_LAYOUTS_MAX = 64
+
+
+def _remember(cache: dict, key: tuple, value):
+    """Store ``value`` under ``key``, dropping the oldest entry past :data:`_BAND_LAYOUTS_MAX`."""
+    if len(cache) >= _BAND_LAYOUTS_MAX:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
+    return value
 
 
 @functools.lru_cache(maxsize=1)
@@ -303,6 +330,7 @@ def clear_caches() -> None:
     When the compiled flex path has been used in this process, this also runs
     ``torch.compiler.reset()``, which drops every graph ``torch.compile`` holds in the process."""
     _BAND_LAYOUTS.clear()
+    _BAND_MASKS.clear()
     if _compiled_flex.cache_info().currsize:
         _compiled_flex.cache_clear()
         torch.compiler.reset()
@@ -350,10 +378,7 @@ def _band_tables(lq: int, lk: int, window: int, causal: bool, device: torch.devi
             any_rows.append(allowed.any(3).any(1))  # (chunk, nk)
             all_rows.append(allowed.all(3).all(1))
         hit = (torch.cat(any_rows), torch.cat(all_rows))  # (nq, nk) each
-    if len(_BAND_LAYOUTS) >= _BAND_LAYOUTS_MAX:
-        _BAND_LAYOUTS.pop(next(iter(_BAND_LAYOUTS)))
-    _BAND_LAYOUTS[key] = hit
-    return hit
+    return _remember(_BAND_LAYOUTS, key, hit)
 
 
 def _kv_blocks(blocks: Tensor) -> tuple[Tensor, Tensor]:
@@ -386,6 +411,20 @@ def _band_layout(lq: int, lk: int, window: int, causal: bool, device: torch.devi
     return layout
 
 
+def _unmasked_band_layout(lq: int, lk: int, lk_real: int, window: int, causal: bool, device: torch.device):
+    """:func:`_band_layout` for a call without a key padding mask, built once per shape: only the
+    bucket's padding (keys ``>= lk_real``) is masked, the same for every row and batch size, so
+    the per-call work of building a ``BlockMask`` (a dozen small kernels and their host time)
+    goes away."""
+    key = (lq, lk, lk_real, window, causal, str(device))
+    hit = _BAND_MASKS.get(key)
+    if hit is None:
+        with torch.inference_mode(False), torch.no_grad():
+            real = (torch.arange(lk, device=device) < lk_real)[None] if lk_real < lk else None  # (1, Lk')
+            hit = _remember(_BAND_MASKS, key, _band_layout(lq, lk, window, causal, device, real))
+    return hit
+
+
 def _window_rows_ok(lq: int, lk: int, window: int, causal: bool, kpm: Tensor | None, device) -> Tensor:
     """``(B|1, 1, Lq, 1)``: whether query row ``i`` has at least one key to attend. O(B * L)."""
     i = torch.arange(lq, device=device)
@@ -411,9 +450,12 @@ def _window_attention_flex(q, k, v, window, causal, kpm, scale, *, compiled: boo
     lqp, lkp = _flex_length(lq), _flex_length(lk)
     real = torch.ones(b, lk, dtype=torch.bool, device=q.device) if kpm is None else kpm
     real = F.pad(real, (0, lkp - lk), value=False)  # (B, Lk'): padded keys are never real
-    qp = F.pad(q, (0, 0, 0, lqp - lq))  # (B, H, Lq', D)
-    kp, vp = F.pad(k, (0, 0, 0, lkp - lk)), F.pad(v, (0, 0, 0, lkp - lk))  # (B, H, Lk', D|Dv)
-    block_mask = _band_layout(lqp, lkp, window, causal, q.device, real)
+    qp = F.pad(q, (0, 0, 0, lqp - lq)) if lqp > lq else q  # (B, H, Lq', D)
+    kp, vp = (F.pad(k, (0, 0, 0, lkp - lk)), F.pad(v, (0, 0, 0, lkp - lk))) if lkp > lk else (k, v)  # (B, H, Lk', D|Dv)
+    if kpm is None:  # the layout depends on the shapes alone: cached
+        block_mask = _unmasked_band_layout(lqp, lkp, lk, window, causal, q.device)
+    else:
+        block_mask = _band_layout(lqp, lkp, window, causal, q.device, real)
     block_mask.mask_mod = _band_mask_mod(window, causal, real)
     if compiled:
         for t, dim in ((qp, 2), (kp, 2), (vp, 2), (real, 1)):
@@ -423,4 +465,6 @@ def _window_attention_flex(q, k, v, window, causal, kpm, scale, *, compiled: boo
     else:
         out = flex_attention(qp, kp, vp, block_mask=block_mask, scale=scale)
     out = out[:, :, :lq]  # (B, H, Lq, Dv)
+    if kpm is None and lq <= lk + window:  # every query row has a key in its window (row i sees key min(i, Lk-1))
+        return out
     return out.masked_fill(~_window_rows_ok(lq, lk, window, causal, kpm, q.device), 0.0)

@@ -35,14 +35,20 @@ def _acc(dtype: torch.dtype) -> torch.dtype:
     return _ACC.get(dtype, dtype)
 
 
-#: Edges processed per chunk are chosen so one chunk's gathered block is about this many elements.
+#: Edges processed per chunk are chosen so one chunk's gathered block is about this many elements
+#: (16 MB in float32): cache-sized for CPU cores.
 _CHUNK_ELEMENTS = 1 << 22
+#: On CUDA each chunk is a handful of kernel launches, and small chunks leave the GPU waiting on
+#: them (E = 2M, H x D = 64 made 31 chunks of ~12 launches, forward and backward): 128 MB blocks.
+_CUDA_CHUNK_ELEMENTS = 1 << 25
 
 
-def _edge_chunks(num_edges: int, width: int) -> Iterator[slice]:
+def _edge_chunks(num_edges: int, width: int, device: torch.device | None = None) -> Iterator[slice]:
     """Consecutive slices of ``range(num_edges)``, each small enough that gathering ``width``
-    features per edge stays near :data:`_CHUNK_ELEMENTS` elements (at least 1024 edges)."""
-    step = max(1024, _CHUNK_ELEMENTS // max(width, 1))
+    features per edge stays near :data:`_CHUNK_ELEMENTS` elements (:data:`_CUDA_CHUNK_ELEMENTS`
+    on CUDA; at least 1024 edges)."""
+    cap = _CUDA_CHUNK_ELEMENTS if device is not None and device.type == "cuda" else _CHUNK_ELEMENTS
+    step = max(1024, cap // max(width, 1))
     for s in range(0, num_edges, step):
         yield slice(s, s + step)
 
@@ -54,7 +60,7 @@ class _EdgeDot(torch.autograd.Function):
     def forward(ctx, q: Tensor, k: Tensor, src: Tensor, dst: Tensor) -> Tensor:
         n_e, (_, h, d), acc = src.numel(), q.shape, _acc(q.dtype)
         out = q.new_empty(n_e, h, dtype=acc)  # (E, H), float32 for low-precision inputs
-        for e in _edge_chunks(n_e, h * d):
+        for e in _edge_chunks(n_e, h * d, q.device):
             out[e] = _rowdot(q.index_select(0, dst[e]).to(acc), k.index_select(0, src[e]).to(acc))
         ctx.save_for_backward(q, k, src, dst)
         return out
@@ -66,7 +72,7 @@ class _EdgeDot(torch.autograd.Function):
         grad = grad.to(acc)
         gq = torch.zeros_like(q, dtype=acc) if ctx.needs_input_grad[0] else None
         gk = torch.zeros_like(k, dtype=acc) if ctx.needs_input_grad[1] else None
-        for e in _edge_chunks(src.numel(), q.shape[1] * q.shape[2]):
+        for e in _edge_chunks(src.numel(), q.shape[1] * q.shape[2], q.device):
             g = grad[e].unsqueeze(-1)  # (e, H, 1)
             if gq is not None:
                 gq.index_add_(0, dst[e], g * k.index_select(0, src[e]).to(acc))
@@ -84,7 +90,7 @@ class _EdgeAggregate(torch.autograd.Function):
         acc = _acc(v.dtype)
         p = p.to(acc)  # (E, H)
         out = v.new_zeros(num_nodes, h, dv, dtype=acc)  # (N, H, Dv), summed in float32 for bf16/fp16
-        for e in _edge_chunks(src.numel(), h * dv):
+        for e in _edge_chunks(src.numel(), h * dv, v.device):
             out.index_add_(0, dst[e], p[e].unsqueeze(-1) * v.index_select(0, src[e]).to(acc))
         ctx.save_for_backward(p, v, src, dst)
         return out.to(v.dtype)
@@ -96,7 +102,7 @@ class _EdgeAggregate(torch.autograd.Function):
         grad = grad.to(acc)
         gp = torch.empty_like(p) if ctx.needs_input_grad[0] else None
         gv = torch.zeros_like(v, dtype=acc) if ctx.needs_input_grad[1] else None
-        for e in _edge_chunks(src.numel(), v.shape[1] * v.shape[2]):
+        for e in _edge_chunks(src.numel(), v.shape[1] * v.shape[2], v.device):
             g_dst = grad.index_select(0, dst[e])  # (e, H, Dv)
             if gp is not None:
                 gp[e] = _rowdot(g_dst, v.index_select(0, src[e]).to(acc))
@@ -106,7 +112,11 @@ class _EdgeAggregate(torch.autograd.Function):
 
 
 def _rowdot(a: Tensor, b: Tensor) -> Tensor:
-    """``(a * b).sum(-1)`` for ``(e, H, D)`` blocks without the ``(e, H, D)`` product (a batched matmul)."""
+    """``(a * b).sum(-1)`` for ``(e, H, D)`` blocks: on CPU without the ``(e, H, D)`` product (a
+    batched matmul); on CUDA as the product and a reduction, since a batched matmul of ``e x H``
+    ``1 x D`` by ``D x 1`` products is cuBLAS's slowest shape."""
+    if a.device.type == "cuda":
+        return (a * b).sum(-1)  # (e, H)
     return torch.einsum("ehd,ehd->eh", a, b)  # (e, H)
 
 

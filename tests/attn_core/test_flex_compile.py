@@ -127,6 +127,26 @@ def test_layout_built_under_inference_mode_is_safe_to_train_on():
     torch.testing.assert_close(out, ref, atol=1e-10, rtol=0)
 
 
+@pytest.mark.parametrize("lq,lk,window,causal", [
+    (256, 256, 7, False),  # lengths on a bucket: nothing padded
+    (200, 200, 9, True),  # bucket padding of keys and queries
+    (300, 140, 20, False),  # queries past Lk + w: rows with no key give zeros
+    (150, 333, 5, True),
+])
+def test_layout_without_key_mask_is_built_once_per_shape(lq, lk, window, causal):
+    """Without a key padding mask the block layout depends on the shapes alone: cached, one
+    entry per shape whatever the batch, and the values stay the blocked kernel's (the bucket's
+    padded keys masked, query rows with no key in reach zero)."""
+    for b, seed in ((2, 1), (3, 2), (2, 3)):
+        q, k, v, _ = _batch(b, lq, lk, 16, seed=seed, pad=False)
+        want = _window_attention_blocked(q, k, v, window, causal, None, 0.0, None)
+        got = _window_attention_flex(q, k, v, window, causal, None, None, compiled=False)
+        torch.testing.assert_close(got, want, atol=1e-10, rtol=0)
+    assert len(Fn._BAND_MASKS) == 1 and not any(t.is_inference() for t in
+                                                 next(iter(Fn._BAND_MASKS.values())).as_tuple()
+                                                 if isinstance(t, torch.Tensor))
+
+
 def _blocks(num, idx):
     """BlockMask counts ``(1, 1, nq)`` and indices ``(1, 1, nq, nk)`` -> the ``(nq, nk)`` bool table."""
     got = torch.zeros(idx.shape[-2:], dtype=torch.bool)
