@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from benchmarks.micro.train.probe import busy_fraction
+from benchmarks.micro.train.probe import busy_fraction, profiled_window
 from benchmarks.micro.train.syncs import SyncCounter
 
 __all__ = ["bare_step", "bare_loop"]
@@ -87,10 +87,7 @@ def bare_loop(module: Any, batches: list, *, device: str, precision: str, clip: 
     if cuda and profile_steps:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                 torch.profiler.ProfilerActivity.CUDA]) as prof:
-            sync()
-            t0 = time.perf_counter()
-            run(profile_steps)
-            sync()
-            wall = time.perf_counter() - t0
-        out["gpu_busy_fraction"] = busy_fraction(prof, wall)
+            with profiled_window(sync):
+                run(profile_steps)
+        out["gpu_busy_fraction"] = busy_fraction(prof)
     return out

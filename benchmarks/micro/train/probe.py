@@ -12,7 +12,8 @@ batches into phases, in this order:
   the callbacks' batch hooks; not the data loading (on the host: a data set's per-sample
   ``int(label)`` is no device sync); on CUDA only ops on device tensors count;
 * ``profile``: ``torch.profiler`` (CPU, and CUDA where there is one), paused outside the
-  training steps as above; gives the top ops, a Chrome trace and the GPU busy fraction.
+  training steps as above; gives the top ops, a Chrome trace and the GPU busy fraction
+  (measured inside :data:`WINDOW` ranges around the steps: :func:`busy_fraction`).
 
 It keeps the cell's task module and data module (``module``, ``datamodule``) and the batches
 of the timed steps as the trainer handed them over (on the device; ``batches``), so that the
@@ -33,7 +34,7 @@ import torch
 
 from benchmarks.micro.train.syncs import SyncCounter
 
-__all__ = ["StepProbe", "probed_cell", "busy_fraction", "top_ops"]
+__all__ = ["StepProbe", "probed_cell", "busy_fraction", "covered", "profiled_window", "top_ops", "WINDOW"]
 
 PHASES = ("warmup", "timed", "syncs", "profile")
 
@@ -61,16 +62,61 @@ def _toggle(prof: Any, on: bool) -> None:
         prof.toggle_collection_dynamic(on, prof.activities)
 
 
-def busy_fraction(prof: Any, wall_s: float) -> float | None:
-    """Share of ``wall_s`` the GPU spent in kernels and copies: the self time of the profiler's
-    CUDA events summed, as its table's "Self CUDA time total" (one stream, so they do not
-    overlap); ``None`` without CUDA activity."""
+#: The profiler range around each profiled run of training steps (entered and left with the
+#: device synchronised): what :func:`busy_fraction` measures the GPU's busy time against.
+WINDOW = "attnbench::profiled_steps"
+
+
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """``spans`` merged into disjoint, sorted intervals."""
+    out: list[list[float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def covered(spans: list[tuple[float, float]], windows: list[tuple[float, float]]) -> float:
+    """Length of the union of ``spans`` inside the union of ``windows``: each moment counts once,
+    however many events cover it (a kernel recorded twice, or by two streams) and nothing outside
+    the windows counts (work between them: validation, epoch ends)."""
+    total, w = 0.0, _union(windows)
+    for a, b in _union(spans):
+        for lo, hi in w:
+            total += max(0.0, min(b, hi) - max(a, lo))
+    return total
+
+
+def busy_fraction(prof: Any) -> float | None:
+    """Share of the profiled steps' time (the :data:`WINDOW` ranges) in which the GPU ran a kernel
+    or a copy: the union of the profiler's CUDA events inside the windows over the windows' total
+    time. ``None`` without windows or without CUDA activity (a CPU run).
+
+    Summing the events' self times instead (the profiler table's "Self CUDA time total") counted
+    whatever the profiler recorded while paused between the windows: on an H100 (2026-11-27) the
+    cell side read 0.64-0.89 busy where the bare loop over the same batches read 0.09-0.11."""
     from torch.autograd import DeviceType
 
-    if not wall_s:
+    events = prof.events()
+    windows = [(e.time_range.start, e.time_range.end) for e in events
+               if e.name == WINDOW and e.device_type == DeviceType.CPU]
+    kernels = [(e.time_range.start, e.time_range.end) for e in events if e.device_type == DeviceType.CUDA]
+    wall = sum(b - a for a, b in _union(windows))
+    if not wall or not kernels:
         return None
-    busy_us = sum(e.self_device_time_total for e in prof.key_averages() if e.device_type == DeviceType.CUDA)
-    return busy_us / (wall_s * 1e6) if busy_us else None
+    return covered(kernels, windows) / wall
+
+
+@contextlib.contextmanager
+def profiled_window(sync: Any):
+    """The :data:`WINDOW` range around a run of profiled steps, with ``sync()`` at both ends so that
+    every kernel the steps launch runs inside it."""
+    sync()
+    with torch.profiler.record_function(WINDOW):
+        yield
+        sync()
 
 
 def top_ops(prof: Any, *, cuda: bool, rows: int = 15) -> dict[str, str]:
@@ -100,6 +146,7 @@ class StepProbe(L.Callback):
         self.prof_steps = 0
         self.prof_wall_s = 0.0
         self._pt0: float | None = None
+        self._window: Any = None  # the open profiled_window
         self.cuda = False
         self.module: Any = None
         self.datamodule: Any = None
@@ -146,6 +193,8 @@ class StepProbe(L.Callback):
             elif self._pt0 is None:
                 _toggle(self.prof, True)
             if self._pt0 is None:
+                self._window = profiled_window(self._sync)
+                self._window.__enter__()
                 self._pt0 = time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
@@ -195,9 +244,9 @@ class StepProbe(L.Callback):
     def _pause_profile(self, *, final: bool) -> None:
         if self.prof is None or self._pt0 is None:
             return
-        self._sync()
+        self._window.__exit__(None, None, None)  # synchronises, then closes the range
         self.prof_wall_s += time.perf_counter() - self._pt0
-        self._pt0 = None
+        self._pt0 = self._window = None
         if final:
             with _native_stderr_muted():
                 self.prof.stop()
@@ -227,7 +276,7 @@ class StepProbe(L.Callback):
         }
         if self.prof is not None:
             out["profile_steps"], out["profile_wall_s"] = self.prof_steps, self.prof_wall_s
-            out["gpu_busy_fraction"] = busy_fraction(self.prof, self.prof_wall_s) if self.cuda else None
+            out["gpu_busy_fraction"] = busy_fraction(self.prof) if self.cuda else None
         return out
 
 

@@ -166,19 +166,54 @@ def test_data_dir_is_for_bench_train_only(tmp_path, capsys):
     assert f"--data-dir {tmp_path / 'none'}: no such directory" in capsys.readouterr().err
 
 
-def test_gpu_busy_fraction_sums_the_cuda_events_self_time_only():
+def test_gpu_busy_time_is_the_union_of_kernels_inside_the_profiled_windows():
+    from benchmarks.micro.train.probe import covered
+
+    windows = [(0.0, 10.0), (20.0, 30.0)]
+    assert covered([(1.0, 3.0), (2.0, 4.0)], windows) == 3.0  # overlapping (or duplicated) kernels: once
+    assert covered([(12.0, 18.0)], windows) == 0.0  # between the windows (validation): not counted
+    assert covered([(8.0, 22.0)], windows) == 4.0  # clipped to the windows
+    assert covered([(1.0, 2.0)] * 5 + [(25.0, 26.0)], windows + [(0.0, 5.0)]) == 2.0
+
+
+def test_gpu_busy_fraction_reads_the_window_ranges_and_the_cuda_events():
     from types import SimpleNamespace as NS
 
     from torch.autograd import DeviceType
 
-    from benchmarks.micro.train.probe import busy_fraction
+    from benchmarks.micro.train.probe import WINDOW, busy_fraction
 
-    # a CPU op's self device time repeats its kernels' time: counted once, from the CUDA events
-    evs = [NS(device_type=DeviceType.CPU, self_device_time_total=400.0),
-           NS(device_type=DeviceType.CUDA, self_device_time_total=300.0),
-           NS(device_type=DeviceType.CUDA, self_device_time_total=100.0)]
-    assert busy_fraction(NS(key_averages=lambda: evs), 0.001) == pytest.approx(0.4)
-    assert busy_fraction(NS(key_averages=lambda: evs[:1]), 0.001) is None  # no CUDA activity (a CPU run)
+    def ev(name, dev, a, b):
+        return NS(name=name, device_type=dev, time_range=NS(start=a, end=b))
+
+    evs = [ev(WINDOW, DeviceType.CPU, 0, 100), ev(WINDOW, DeviceType.CPU, 200, 300),
+           ev("aten::mm", DeviceType.CPU, 0, 90),  # a CPU op: never GPU time
+           ev("gemm", DeviceType.CUDA, 10, 50), ev("gemm", DeviceType.CUDA, 10, 50),  # recorded twice
+           ev("val_kernel", DeviceType.CUDA, 120, 180),  # between the windows
+           ev("gemm", DeviceType.CUDA, 250, 270)]
+    assert busy_fraction(NS(events=lambda: evs)) == pytest.approx(60 / 200)
+    assert busy_fraction(NS(events=lambda: evs[:3])) is None  # no CUDA activity (a CPU run)
+    assert busy_fraction(NS(events=lambda: evs[2:])) is None  # no window
+
+
+def test_the_profiled_window_is_one_range_of_the_profile_around_its_steps():
+    from torch.autograd import DeviceType
+
+    from benchmarks.micro.train.probe import WINDOW, profiled_window
+
+    synced = []
+    x = torch.randn(64, 64)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        torch.sin(x)  # outside
+        with profiled_window(lambda: synced.append(1)):
+            for _ in range(3):
+                torch.mm(x, x)
+    (win,) = [e for e in prof.events() if e.name == WINDOW]
+    mms = [e for e in prof.events() if e.name == "aten::mm"]
+    sins = [e for e in prof.events() if e.name == "aten::sin"]
+    assert win.device_type == DeviceType.CPU and synced == [1, 1] and len(mms) == 3
+    assert all(win.time_range.start <= e.time_range.start <= e.time_range.end <= win.time_range.end for e in mms)
+    assert all(e.time_range.end <= win.time_range.start for e in sins)
 
 
 def test_on_a_gpu_run_reads_of_host_tensors_are_no_syncs():
