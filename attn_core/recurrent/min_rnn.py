@@ -14,54 +14,64 @@ candidate, is one way to avoid overflow; the odd/even scan needs no logarithms).
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attn_core import _validate as V
 from attn_core.recurrent.base import RecurrentLayer
+from attn_core.recurrent.kernels import check_kernel, gated_scan
 from attn_core.recurrent.registry import register_recurrence
-from attn_core.recurrent.scan import linear_scan
 
 __all__ = ["MinRNN"]
 
 KINDS = ("gru", "lstm")
 
 
-@register_recurrence("min_rnn", complex_state=False, step=True, cost="L",
+@register_recurrence("min_rnn", complex_state=False, step=True, cost="L", gpu_kernel="fla.chunk_hgrn (kernel='fla')",
                      description="minGRU/minLSTM (Feng et al. 2024): input-only gates, a linear scan")
 class MinRNN(RecurrentLayer):
     """minGRU (``kind="gru"``) or minLSTM (``kind="lstm"``), ``(B, L, d_model) -> (B, L, d_model)``,
-    state ``(B, hidden_size)`` (default ``d_model``)."""
+    state ``(B, hidden_size)`` (default ``d_model``); ``kernel``: the scan's path
+    (:mod:`attn_core.recurrent.kernels`: ``"pure"`` or ``"fla"``'s HGRN kernel on CUDA)."""
 
     def __init__(self, d_model: int, hidden_size: int | None = None, *, kind: str = "gru", bias: bool = True,
-                 dropout: float = 0.0) -> None:
+                 dropout: float = 0.0, kernel: str = "pure") -> None:
         super().__init__()
         V.check_positive_int("d_model", d_model)
         hidden_size = d_model if hidden_size is None else hidden_size
         V.check_positive_int("hidden_size", hidden_size)
         V.check_choice("kind", kind, KINDS)
         V.check_dropout(dropout, "dropout")
-        self.d_model, self.hidden_size, self.kind = d_model, hidden_size, kind
+        check_kernel(kernel)
+        self.d_model, self.hidden_size, self.kind, self.kernel = d_model, hidden_size, kind, kernel
         gates = 2 if kind == "gru" else 3  # (z, h~) or (f, i, h~)
         self.in_proj = nn.Linear(d_model, gates * hidden_size, bias=bias)
         self.out_proj = nn.Linear(hidden_size, d_model, bias=bias) if hidden_size != d_model else nn.Identity()
         self.dropout = nn.Dropout(dropout)
 
-    def _coefficients(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """``(a, b)`` of ``h_t = a_t h_{t-1} + b_t`` from ``x (..., d_model)``, each ``(..., hidden_size)``."""
+    def _coefficients(self, x: Tensor, log: bool = False) -> tuple[Tensor, Tensor, Tensor | None]:
+        """``(a, b, log a)`` of ``h_t = a_t h_{t-1} + b_t`` from ``x (..., d_model)``, each
+        ``(..., hidden_size)``; ``log a`` (from log-sigmoids, finite where ``a`` underflows) only
+        with ``log``."""
         parts = self.in_proj(x).chunk(2 if self.kind == "gru" else 3, -1)
         if self.kind == "gru":
             z, cand = torch.sigmoid(parts[0]), parts[1]
-            return 1.0 - z, z * cand
+            return 1.0 - z, z * cand, F.logsigmoid(-parts[0]) if log else None  # log(1 - z)
         f, i, cand = torch.sigmoid(parts[0]), torch.sigmoid(parts[1]), parts[2]
         total = f + i
-        return f / total, (i / total) * cand
+        log_a = None
+        if log:  # log f - log(f + i)
+            log_f = F.logsigmoid(parts[0])
+            log_a = log_f - torch.logaddexp(log_f, F.logsigmoid(parts[1]))
+        return f / total, (i / total) * cand, log_a
 
     def _forward(self, x: Tensor, mask: Tensor | None, return_state: bool) -> tuple[Tensor, dict[str, Tensor]]:
-        a, b = self._coefficients(x)  # (B, L, hidden_size) each
+        a, b, log_a = self._coefficients(x, log=self.kernel != "pure")  # (B, L, hidden_size) each
         if mask is not None:  # padded steps carry the state unchanged: a = 1, b = 0
             pad = ~mask[..., None]
             a, b = a.masked_fill(pad, 1.0), b.masked_fill(pad, 0.0)
-        h = linear_scan(a, b, dim=1)  # (B, L, hidden_size)
+            log_a = None if log_a is None else log_a.masked_fill(pad, 0.0)
+        h = gated_scan(a, b, log_a, self.kernel)  # (B, L, hidden_size)
         return self.dropout(self.out_proj(h)), {"h": h[:, -1]}
 
     def init_state(self, batch: int, *, device: torch.device | None = None,
@@ -70,6 +80,6 @@ class MinRNN(RecurrentLayer):
 
     def step(self, x_t: Tensor, state: dict[str, Tensor] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
         state = self._start(x_t, state)
-        a, b = self._coefficients(x_t)  # (B, hidden_size)
+        a, b, _ = self._coefficients(x_t)  # (B, hidden_size)
         h = a * state["h"] + b
         return self.dropout(self.out_proj(h)), {"h": h}

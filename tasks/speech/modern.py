@@ -30,10 +30,10 @@ class ModernEncoder(RecurrenceContext):
 
 @register_model(family="rnn", kind="modern", in_all=False, check=check_cell)
 def modern_rnn(data_info: Mapping[str, Any], *, cell: str = "mingru", d_model: int = 96, d_state: int | None = None,
-               num_layers: int = 2, dropout: float = 0.1) -> SpeechNet:
+               num_layers: int = 2, dropout: float = 0.1, kernel: str = "pure") -> SpeechNet:
     """bidirectional modern recurrence (cell: mingru, minlstm, s4d, mamba2, lru)"""
     enc = ModernEncoder(int(data_info["num_features"]), cell=cell, d_model=d_model, d_state=d_state,
-                        num_layers=num_layers, dropout=dropout)
+                        num_layers=num_layers, dropout=dropout, kernel=kernel)
     return SpeechNet(enc, int(data_info["num_classes"]), str(data_info.get("form", "classify")))
 
 

@@ -21,7 +21,10 @@ def test_builtins_record_what_they_support():
         spec = get_recurrence(name)
         assert (spec.cls, spec.complex_state, spec.cost, spec.time_invariant) == (cls, complex_state, cost,
                                                                                    time_invariant)
-        assert spec.causal and spec.bidirectional and spec.step and spec.gpu_kernel is None
+        assert spec.causal and spec.bidirectional and spec.step
+    # the optional fused GPU kernels (kernel="fla"): two recurrences have one, the others are pure only
+    assert {n: bool(get_recurrence(n).gpu_kernel) for n in expected} == {
+        "min_rnn": True, "s4d": False, "mamba2": True, "lru": False}
 
 
 def test_a_plugin_registers_and_unregisters():
