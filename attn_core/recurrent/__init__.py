@@ -4,7 +4,7 @@ linear recurrences that train in parallel over the length and decode one step at
 - one scan primitive, :func:`linear_scan` (``h_t = a_t * h_{t-1} + b_t``, real or complex, odd/even
   doubling, reverse-scan backward), plus :func:`fft_conv` (time-invariant kernels) and
   :func:`ssd_scan` (Mamba-2's chunked algorithm); optional fused GPU kernels for two of them
-  (``kernel="fla"``, :mod:`attn_core.recurrent.kernels`);
+  (``backend="fla"``, :mod:`attn_core.recurrent.backends`);
 - layers registered by name (:func:`register_recurrence`, :func:`list_recurrences`,
   :func:`build_recurrence`): ``min_rnn`` (minGRU/minLSTM), ``s4d``, ``mamba2``, ``lru``; each maps
   ``(B, L, d_model) -> (B, L, d_model)``, takes ``lengths``/``key_padding_mask`` for right-padded
@@ -20,7 +20,7 @@ from attn_core.recurrent.base import (Bidirectional, RecurrentLayer, param_group
 from attn_core.recurrent.registry import (RecurrenceSpec, build_recurrence, get_recurrence, list_recurrences,
                                           register_recurrence, unregister_recurrence)
 from attn_core.recurrent.scan import fft_conv, linear_scan, segsum, ssd_scan
-from attn_core.recurrent.kernels import KERNELS
+from attn_core.recurrent.backends import BACKENDS
 from attn_core.recurrent.min_rnn import MinRNN
 from attn_core.recurrent.s4d import S4D
 from attn_core.recurrent.mamba2 import Mamba2
@@ -28,7 +28,7 @@ from attn_core.recurrent.lru import LRU
 from attn_core.recurrent.stack import RecurrentEncoder
 
 __all__ = [
-    "linear_scan", "fft_conv", "segsum", "ssd_scan", "KERNELS",
+    "linear_scan", "fft_conv", "segsum", "ssd_scan", "BACKENDS",
     "RecurrenceSpec", "register_recurrence", "unregister_recurrence", "get_recurrence", "list_recurrences",
     "build_recurrence",
     "RecurrentLayer", "Bidirectional", "resolve_mask", "reverse_within", "param_groups", "set_optim_hint",

@@ -9,8 +9,8 @@ is one scalar per head, which makes the chunked state-space-duality algorithm
 ``x``, ``B``, ``C`` come from one input projection through a causal depthwise convolution
 (width ``d_conv``) and SiLU; the output is gated, ``RMSNorm(y * silu(z))``, and projected back.
 Init as the paper's code: ``A`` uniform in ``[1, 16]``, ``dt`` log-uniform in ``[dt_min,
-dt_max]`` stored as ``dt_bias = softplus^{-1}(dt)``. Pure PyTorch by default; ``kernel="fla"``
-runs the scan as flash-linear-attention's simple GLA on CUDA (:mod:`attn_core.recurrent.kernels`).
+dt_max]`` stored as ``dt_bias = softplus^{-1}(dt)``. Pure PyTorch by default; ``backend="fla"``
+runs the scan as flash-linear-attention's simple GLA on CUDA (:mod:`attn_core.recurrent.backends`).
 """
 
 from __future__ import annotations
@@ -23,28 +23,28 @@ from torch import Tensor, nn
 
 from attn_core import _validate as V
 from attn_core.recurrent.base import RecurrentLayer, set_optim_hint
-from attn_core.recurrent.kernels import check_kernel, ssd
+from attn_core.recurrent.backends import check_backend, ssd
 from attn_core.recurrent.registry import register_recurrence
 
 __all__ = ["Mamba2"]
 
 
 @register_recurrence("mamba2", complex_state=False, step=True, cost="L*Q",
-                     gpu_kernel="fla.chunk_simple_gla (kernel='fla')",
+                     gpu_kernel="fla.chunk_simple_gla (backend='fla')",
                      description="Mamba-2 (Dao & Gu 2024): selective SSM, scalar decay per head, chunked SSD")
 class Mamba2(RecurrentLayer):
     """Mamba-2 layer, ``(B, L, d_model) -> (B, L, d_model)``; ``d_inner = expand * d_model`` split
     into ``d_inner / headdim`` heads, ``ngroups`` groups of heads sharing ``B``/``C``; state per
-    head ``(headdim, d_state)``. ``A_log``, ``dt_bias`` and ``D`` get no weight decay. ``kernel``:
-    the scan's path (``"pure"`` or ``"fla"`` on CUDA, :mod:`attn_core.recurrent.kernels`)."""
+    head ``(headdim, d_state)``. ``A_log``, ``dt_bias`` and ``D`` get no weight decay. ``backend``:
+    the scan's path (``"pure"`` or ``"fla"`` on CUDA, :mod:`attn_core.recurrent.backends`)."""
 
     def __init__(self, d_model: int, d_state: int = 64, *, d_conv: int = 4, expand: int = 2, headdim: int = 64,
                  ngroups: int = 1, chunk_size: int = 64, A_init_range: tuple[float, float] = (1.0, 16.0),
                  dt_min: float = 1e-3, dt_max: float = 0.1, dt_init_floor: float = 1e-4, bias: bool = False,
-                 conv_bias: bool = True, dropout: float = 0.0, lr: float | None = None, kernel: str = "pure") -> None:
+                 conv_bias: bool = True, dropout: float = 0.0, lr: float | None = None, backend: str = "pure") -> None:
         super().__init__()
-        check_kernel(kernel)
-        self.kernel = kernel
+        check_backend(backend)
+        self.backend = backend
         for name, val in (("d_model", d_model), ("d_state", d_state), ("d_conv", d_conv), ("expand", expand),
                           ("headdim", headdim), ("ngroups", ngroups), ("chunk_size", chunk_size)):
             V.check_positive_int(name, val)
@@ -110,7 +110,7 @@ class Mamba2(RecurrentLayer):
         if mask is not None:  # padded steps change nothing: dt = 0 (decay 1, no input)
             dt = dt.masked_fill(~mask[..., None], 0.0)
             log_a = log_a.masked_fill(~mask[..., None], 0.0)
-        y, ssm = ssd(x * dt[..., None], log_a, b, c, chunk_size=self.chunk_size, kernel=self.kernel)  # (B, L, H, P)
+        y, ssm = ssd(x * dt[..., None], log_a, b, c, chunk_size=self.chunk_size, backend=self.backend)  # (B, L, H, P)
         state = {"conv": self._conv_state(xbc_in, mask), "ssm": ssm} if return_state else None
         return self._gate_out(y, x, z), state
 

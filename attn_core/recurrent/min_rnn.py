@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from attn_core import _validate as V
 from attn_core.recurrent.base import RecurrentLayer
-from attn_core.recurrent.kernels import check_kernel, gated_scan
+from attn_core.recurrent.backends import check_backend, gated_scan
 from attn_core.recurrent.registry import register_recurrence
 
 __all__ = ["MinRNN"]
@@ -27,23 +27,24 @@ __all__ = ["MinRNN"]
 KINDS = ("gru", "lstm")
 
 
-@register_recurrence("min_rnn", complex_state=False, step=True, cost="L", gpu_kernel="fla.chunk_hgrn (kernel='fla')",
+@register_recurrence("min_rnn", complex_state=False, step=True, cost="L",
+                     gpu_kernel="fla.chunk_hgrn (backend='fla')",
                      description="minGRU/minLSTM (Feng et al. 2024): input-only gates, a linear scan")
 class MinRNN(RecurrentLayer):
     """minGRU (``kind="gru"``) or minLSTM (``kind="lstm"``), ``(B, L, d_model) -> (B, L, d_model)``,
-    state ``(B, hidden_size)`` (default ``d_model``); ``kernel``: the scan's path
-    (:mod:`attn_core.recurrent.kernels`: ``"pure"`` or ``"fla"``'s HGRN kernel on CUDA)."""
+    state ``(B, hidden_size)`` (default ``d_model``); ``backend``: the scan's path
+    (:mod:`attn_core.recurrent.backends`: ``"pure"`` or ``"fla"``'s HGRN kernel on CUDA)."""
 
     def __init__(self, d_model: int, hidden_size: int | None = None, *, kind: str = "gru", bias: bool = True,
-                 dropout: float = 0.0, kernel: str = "pure") -> None:
+                 dropout: float = 0.0, backend: str = "pure") -> None:
         super().__init__()
         V.check_positive_int("d_model", d_model)
         hidden_size = d_model if hidden_size is None else hidden_size
         V.check_positive_int("hidden_size", hidden_size)
         V.check_choice("kind", kind, KINDS)
         V.check_dropout(dropout, "dropout")
-        check_kernel(kernel)
-        self.d_model, self.hidden_size, self.kind, self.kernel = d_model, hidden_size, kind, kernel
+        check_backend(backend)
+        self.d_model, self.hidden_size, self.kind, self.backend = d_model, hidden_size, kind, backend
         gates = 2 if kind == "gru" else 3  # (z, h~) or (f, i, h~)
         self.in_proj = nn.Linear(d_model, gates * hidden_size, bias=bias)
         self.out_proj = nn.Linear(hidden_size, d_model, bias=bias) if hidden_size != d_model else nn.Identity()
@@ -66,12 +67,12 @@ class MinRNN(RecurrentLayer):
         return f / total, (i / total) * cand, log_a
 
     def _forward(self, x: Tensor, mask: Tensor | None, return_state: bool) -> tuple[Tensor, dict[str, Tensor]]:
-        a, b, log_a = self._coefficients(x, log=self.kernel != "pure")  # (B, L, hidden_size) each
+        a, b, log_a = self._coefficients(x, log=self.backend != "pure")  # (B, L, hidden_size) each
         if mask is not None:  # padded steps carry the state unchanged: a = 1, b = 0
             pad = ~mask[..., None]
             a, b = a.masked_fill(pad, 1.0), b.masked_fill(pad, 0.0)
             log_a = None if log_a is None else log_a.masked_fill(pad, 0.0)
-        h = gated_scan(a, b, log_a, self.kernel)  # (B, L, hidden_size)
+        h = gated_scan(a, b, log_a, self.backend)  # (B, L, hidden_size)
         return self.dropout(self.out_proj(h)), {"h": h[:, -1]}
 
     def init_state(self, batch: int, *, device: torch.device | None = None,

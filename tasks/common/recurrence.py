@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor, nn
 
-from attn_core.recurrent import KERNELS, RecurrentEncoder, build_recurrence, get_recurrence
+from attn_core.recurrent import BACKENDS, RecurrentEncoder, build_recurrence, get_recurrence
 from tasks.common.registry import register_preset
 
 __all__ = ["CELLS", "recurrence_params", "check_cell", "register_cell_presets", "RecurrenceContext"]
@@ -29,22 +29,22 @@ CELLS: dict[str, tuple[str, dict[str, Any], str]] = {
 }
 
 
-def recurrence_params(cell: str, d_state: int | None, kernel: str = "pure") -> tuple[str, dict[str, Any]]:
+def recurrence_params(cell: str, d_state: int | None, backend: str = "pure") -> tuple[str, dict[str, Any]]:
     """``(recurrence name, params)`` for ``cell``; ``d_state`` (None: the recurrence's default)
-    is passed as the recurrence's state size (``hidden_size`` or ``d_state``), ``kernel`` (the
-    scan's path, :data:`attn_core.recurrent.KERNELS`) to the cells that have a fused one."""
+    is passed as the recurrence's state size (``hidden_size`` or ``d_state``), ``backend`` (the
+    scan's path, :data:`attn_core.recurrent.BACKENDS`) to the cells that have a fused one."""
     if cell not in CELLS:
         raise ValueError(f"cell={cell!r}; valid: {', '.join(CELLS)}")
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel={kernel!r}; valid: {', '.join(KERNELS)}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r}; valid: {', '.join(BACKENDS)}")
     name, fixed, state_key = CELLS[cell]
     params = {**fixed, **({} if d_state is None else {state_key: int(d_state)})}
-    if kernel != "pure":
+    if backend != "pure":
         fused = [c for c, (n, _, _) in CELLS.items() if get_recurrence(n).gpu_kernel]
         if cell not in fused:
-            raise ValueError(f"kernel={kernel!r}: cell {cell!r} has no fused kernel (pure PyTorch only); "
+            raise ValueError(f"backend={backend!r}: cell {cell!r} has no fused kernel (pure PyTorch only); "
                              f"cells with one: {', '.join(fused)}")
-        params["kernel"] = kernel
+        params["backend"] = backend
     return name, params
 
 
@@ -52,7 +52,7 @@ def check_cell(params: Mapping[str, Any]) -> None:
     """A registration's config check, before any cell runs: an unknown ``cell``, and what the
     recurrence itself refuses at the model's width (e.g. Mamba-2's heads must divide
     ``expand * d_model``): one layer is built on the meta device (no memory, no init work) to ask it."""
-    name, rp = recurrence_params(params["cell"], params.get("d_state"), params.get("kernel", "pure"))
+    name, rp = recurrence_params(params["cell"], params.get("d_state"), params.get("backend", "pure"))
     d_model = params.get("d_model")
     if isinstance(d_model, int) and not isinstance(d_model, bool) and d_model > 0:
         with torch.device("meta"):
@@ -69,12 +69,12 @@ def register_cell_presets(base: Callable[..., Any], what: str) -> None:
 
 class RecurrenceContext(nn.Module):
     """Linear to ``d_model`` -> ``num_layers`` bidirectional blocks of recurrence ``cell``
-    (padded positions stay zero; ``kernel``: the scan's path) -> dropout."""
+    (padded positions stay zero; ``backend``: the scan's path) -> dropout."""
 
     def __init__(self, d_in: int, *, cell: str = "mingru", d_model: int = 256, d_state: int | None = None,
-                 num_layers: int = 2, dropout: float = 0.2, kernel: str = "pure") -> None:
+                 num_layers: int = 2, dropout: float = 0.2, backend: str = "pure") -> None:
         super().__init__()
-        name, params = recurrence_params(cell, d_state, kernel)
+        name, params = recurrence_params(cell, d_state, backend)
         self.proj = nn.Linear(d_in, d_model)
         self.encoder = RecurrentEncoder(name, d_model, num_layers, bidirectional=True, dropout=dropout,
                                         params=params)

@@ -28,12 +28,13 @@ class ModernEncoder(RecurrenceContext):
         self.d_model = self.out_dim
 
 
-@register_model(family="rnn", kind="modern", in_all=False, check=check_cell)
+@register_model(family="rnn", kind="modern", in_all=False, check=check_cell,
+                omit_when_default=("backend",))  # cell ids from before `backend` stay valid
 def modern_rnn(data_info: Mapping[str, Any], *, cell: str = "mingru", d_model: int = 96, d_state: int | None = None,
-               num_layers: int = 2, dropout: float = 0.1, kernel: str = "pure") -> SpeechNet:
+               num_layers: int = 2, dropout: float = 0.1, backend: str = "pure") -> SpeechNet:
     """bidirectional modern recurrence (cell: mingru, minlstm, s4d, mamba2, lru)"""
     enc = ModernEncoder(int(data_info["num_features"]), cell=cell, d_model=d_model, d_state=d_state,
-                        num_layers=num_layers, dropout=dropout, kernel=kernel)
+                        num_layers=num_layers, dropout=dropout, backend=backend)
     return SpeechNet(enc, int(data_info["num_classes"]), str(data_info.get("form", "classify")))
 
 

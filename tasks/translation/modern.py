@@ -73,17 +73,17 @@ class ModernSeq2Seq(nn.Module):
         cell: str = "mingru",
         score: str = "bahdanau",
         pad_id: int = 0,
-        kernel: str = "pure",
+        backend: str = "pure",
     ) -> None:
         super().__init__()
         check_vocab(vocab_size)
         _check_score(score)
-        name, params = recurrence_params(cell, d_state, kernel)
+        name, params = recurrence_params(cell, d_state, backend)
         self.score = score
         self.embed = shared_embedding(vocab_size, embedding_dim, pad_id)  # tied with the output
         self.drop = nn.Dropout(dropout)
         self.encoder = RecurrenceContext(embedding_dim, cell=cell, d_model=d_model, d_state=d_state,
-                                         num_layers=enc_layers, dropout=dropout, kernel=kernel)
+                                         num_layers=enc_layers, dropout=dropout, backend=backend)
         self.dec_in = nn.Linear(embedding_dim + d_model, d_model)
         self.decoder = RecurrentEncoder(name, d_model, dec_layers, dropout=dropout, params=params)
         self.attn = attn_core.AdditiveAttention(d_model, d_model, hidden_dim=d_model) if score == "bahdanau" else None
@@ -160,15 +160,16 @@ class ModernSeq2Seq(nn.Module):
 
 # ``score`` is declared: the registry's name rule reads it as the graph layers' score (dot, additive)
 @register_model(family="rnn", kind="modern", in_all=False, check=check_modern,
-                bounds={"score": Bounds(choices=SCORES)})
+                bounds={"score": Bounds(choices=SCORES)},
+                omit_when_default=("backend",))  # cell ids from before `backend` stay valid
 def modern_rnn(data_info: Mapping[str, Any], *, embedding_dim: int = 256, d_model: int = 256,
                d_state: int | None = None, enc_layers: int = 2, dec_layers: int = 2, dropout: float = 0.2,
-               cell: str = "mingru", score: str = "bahdanau", kernel: str = "pure") -> ModernSeq2Seq:
+               cell: str = "mingru", score: str = "bahdanau", backend: str = "pure") -> ModernSeq2Seq:
     """bidirectional modern-recurrence encoder, causal decoder (cell: mingru, minlstm, s4d, mamba2, lru;
     score: bahdanau, none)"""
     return ModernSeq2Seq(**vocab_sizes(data_info), embedding_dim=embedding_dim, d_model=d_model, d_state=d_state,
                          enc_layers=enc_layers, dec_layers=dec_layers, dropout=dropout, cell=cell, score=score,
-                         kernel=kernel)
+                         backend=backend)
 
 
 register_cell_presets(modern_rnn, "recurrent encoder-decoder")

@@ -62,10 +62,10 @@ class ModernRNN(nn.Module):
                  cell: str = "mingru", d_model: int = 64, d_state: int | None = None, num_layers: int = 2,
                  dropout: float = 0.1, bidirectional: bool | None = None, patch_size: int | None = 4,
                  patch_grid: int | None = None, permute: bool = False, perm_seed: int = 0,
-                 kernel: str = "pure") -> None:
+                 backend: str = "pure") -> None:
         super().__init__()
         _check_mode(mode, bidirectional)
-        name, params = recurrence_params(cell, d_state, kernel)
+        name, params = recurrence_params(cell, d_state, backend)
         self.mode = mode
         self.bidirectional = MODES[mode] if bidirectional is None else bidirectional
         self.patch_size = resolve_patch_size(patch_size, patch_grid, height, width) if mode == "patches" else None
@@ -96,16 +96,17 @@ class ModernRNN(nn.Module):
         return self.head(self.drop(pooled))  # (B, classes)
 
 
-@register_model(family="rnn", kind="modern", in_all=False, check=check_modern)
+@register_model(family="rnn", kind="modern", in_all=False, check=check_modern,
+                omit_when_default=("backend",))  # cell ids from before `backend` stay valid
 def modern_rnn(data_info: Mapping[str, Any], *, mode: str = "rows", cell: str = "mingru", d_model: int = 64,
                d_state: int | None = None, num_layers: int = 2, dropout: float = 0.1,
                bidirectional: bool | None = None, patch_size: int | None = 4, patch_grid: int | None = None,
-               permute: bool = False, perm_seed: int = 0, kernel: str = "pure") -> ModernRNN:
+               permute: bool = False, perm_seed: int = 0, backend: str = "pure") -> ModernRNN:
     """modern recurrence over rows, patches or pixels (cell: mingru, minlstm, s4d, mamba2, lru)"""
     return ModernRNN(int(data_info["channels"]), int(data_info["height"]), int(data_info["width"]),
                      int(data_info["num_classes"]), mode=mode, cell=cell, d_model=d_model, d_state=d_state,
                      num_layers=num_layers, dropout=dropout, bidirectional=bidirectional, patch_size=patch_size,
-                     patch_grid=patch_grid, permute=permute, perm_seed=perm_seed, kernel=kernel)
+                     patch_grid=patch_grid, permute=permute, perm_seed=perm_seed, backend=backend)
 
 
 register_cell_presets(modern_rnn, "modern recurrence over rows, patches or pixels")

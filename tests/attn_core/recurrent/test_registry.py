@@ -22,7 +22,7 @@ def test_builtins_record_what_they_support():
         assert (spec.cls, spec.complex_state, spec.cost, spec.time_invariant) == (cls, complex_state, cost,
                                                                                    time_invariant)
         assert spec.causal and spec.bidirectional and spec.step
-    # the optional fused GPU kernels (kernel="fla"): two recurrences have one, the others are pure only
+    # the optional fused GPU kernels (backend="fla"): two recurrences have one, the others are pure only
     assert {n: bool(get_recurrence(n).gpu_kernel) for n in expected} == {
         "min_rnn": True, "s4d": False, "mamba2": True, "lru": False}
 

@@ -52,7 +52,7 @@ def test_registered_as_a_modern_rnn_outside_all():
     spec = TASK.models.get("modern_rnn")
     assert (spec.family, spec.kind, spec.in_all) == ("rnn", "modern", False)
     assert {"embedding_dim", "d_model", "d_state", "enc_layers", "dec_layers", "dropout", "cell",
-            "score", "kernel"} == set(spec.params)
+            "score", "backend"} == set(spec.params)
 
 
 @pytest.mark.parametrize("cell", list(CELLS))

@@ -1,5 +1,5 @@
 """Optional fused GPU kernels for two of the scans (issue 31 item 9), from flash-linear-attention
-(``fla``, Triton), chosen per layer by ``kernel=``:
+(``fla``, Triton), chosen per layer by ``backend=``:
 
 - ``"pure"`` (the default): :func:`~attn_core.recurrent.linear_scan` and
   :func:`~attn_core.recurrent.ssd_scan`, pure PyTorch, the same code on every device;
@@ -7,7 +7,7 @@
   HGRN kernel (``chunk_hgrn``, decay given as ``log a``), and Mamba-2's SSD as fla's simple GLA
   (``chunk_simple_gla``: queries ``C``, keys ``B``, values ``dt x``, per-head decay ``log a``,
   scale 1). CUDA only; asking for it without CUDA or without ``fla`` installed is one error
-  naming what is missing, never a silent fallback, so a record's ``kernel`` is the path that ran.
+  naming what is missing, never a silent fallback, so a record's ``backend`` is the path that ran.
 
 Both are checked against the pure path on a GPU (values and gradients, tests/attn_core/recurrent/
 test_cuda.py). fla's layouts are ``(B, T, D)`` and ``(B, T, H, K)``, ours too.
@@ -23,45 +23,45 @@ from torch import Tensor
 from attn_core import _validate as V
 from attn_core.recurrent.scan import linear_scan, ssd_scan
 
-__all__ = ["KERNELS", "check_kernel", "gated_scan", "ssd"]
+__all__ = ["BACKENDS", "check_backend", "gated_scan", "ssd"]
 
-KERNELS = ("pure", "fla")
+BACKENDS = ("pure", "fla")
 
 
-def check_kernel(kernel: object) -> None:
-    """``kernel`` is one of :data:`KERNELS` (a layer's constructor check; no import happens here)."""
-    V.check_choice("kernel", kernel, KERNELS)
+def check_backend(backend: object) -> None:
+    """``backend`` is one of :data:`BACKENDS` (a layer's constructor check; no import happens here)."""
+    V.check_choice("backend", backend, BACKENDS)
 
 
 def _fla(module: str, device: torch.device) -> Any:
     """fla's ``module`` (``fla.ops.hgrn``, ``fla.ops.simple_gla``), or a one-line error."""
     if device.type != "cuda":
-        raise ValueError(f"kernel='fla' runs on CUDA only, and the input is on {device}: use kernel='pure' there")
+        raise ValueError(f"backend='fla' runs on CUDA only, and the input is on {device}: use backend='pure' there")
     try:
         import importlib
 
         return importlib.import_module(module)
     except ImportError as e:
-        raise ValueError(f"kernel='fla' needs flash-linear-attention ({module}): {e}; "
-                         "install it (pip install flash-linear-attention) or use kernel='pure'") from None
+        raise ValueError(f"backend='fla' needs flash-linear-attention ({module}): {e}; "
+                         "install it (pip install flash-linear-attention) or use backend='pure'") from None
 
 
-def gated_scan(a: Tensor, b: Tensor, log_a: Tensor, kernel: str = "pure") -> Tensor:
+def gated_scan(a: Tensor, b: Tensor, log_a: Tensor, backend: str = "pure") -> Tensor:
     """``h`` of ``h_t = a_t h_{t-1} + b_t`` along dim 1, ``a``, ``b``, ``log_a`` ``(B, L, D)`` with
     ``log_a = log(a)`` computed by the caller (stably, e.g. ``logsigmoid``); the pure path reads
     ``a``, the fla path ``log_a``."""
-    if kernel == "pure":
+    if backend == "pure":
         return linear_scan(a, b, dim=1)
     hgrn = _fla("fla.ops.hgrn", b.device)
     h, _ = hgrn.chunk_hgrn(b, log_a)  # (B, L, D): h_t = exp(g_t) h_{t-1} + x_t
     return h
 
 
-def ssd(x: Tensor, log_a: Tensor, B: Tensor, C: Tensor, *, chunk_size: int, kernel: str = "pure"
+def ssd(x: Tensor, log_a: Tensor, B: Tensor, C: Tensor, *, chunk_size: int, backend: str = "pure"
         ) -> tuple[Tensor, Tensor]:
     """Mamba-2's scan ``y (Bt, L, H, P)`` and final state ``(Bt, H, P, N)`` (see
-    :func:`~attn_core.recurrent.ssd_scan`) on the path ``kernel`` names."""
-    if kernel == "pure":
+    :func:`~attn_core.recurrent.ssd_scan`) on the path ``backend`` names."""
+    if backend == "pure":
         return ssd_scan(x, log_a, B, C, chunk_size=chunk_size)
     gla = _fla("fla.ops.simple_gla", x.device)
     # simple GLA: S_t = exp(g_t) S_{t-1} + k_t v_t^T (K x V), o_t = scale * q_t^T S_t; ours is its

@@ -1,4 +1,4 @@
-"""The optional fused kernels (``kernel="fla"``, :mod:`attn_core.recurrent.kernels`).
+"""The optional fused kernels (``backend="fla"``, :mod:`attn_core.recurrent.backends`).
 
 On CPU: the choice is checked, asking for fla without CUDA is one clear error, the stable
 ``log a`` the HGRN kernel reads equals ``log(a)``, and the adapters' argument mapping is right:
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from attn_core.recurrent import Mamba2, MinRNN, get_recurrence
-from attn_core.recurrent import kernels as K
+from attn_core.recurrent import backends as K
 from tasks.common.recurrence import recurrence_params
 
 
@@ -58,9 +58,9 @@ def _batch(seed, b=3, length=23, d=16):
 def _same_with_both_kernels(make, seed):
     x, mask = _batch(seed)
     outs = []
-    for kernel in ("pure", "fla"):
+    for backend in ("pure", "fla"):
         torch.manual_seed(seed)
-        layer = make(kernel).double()
+        layer = make(backend).double()
         xi = x.clone().requires_grad_()
         y = layer(xi, key_padding_mask=mask)
         grads = torch.autograd.grad((y * mask[..., None]).square().sum(), [xi, *layer.parameters()])
@@ -73,11 +73,11 @@ def _same_with_both_kernels(make, seed):
 
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
 def test_min_rnn_fla_path_maps_onto_hgrn(fake_fla, kind):
-    _same_with_both_kernels(lambda k: MinRNN(16, kind=kind, kernel=k), seed=1)
+    _same_with_both_kernels(lambda k: MinRNN(16, kind=kind, backend=k), seed=1)
 
 
 def test_mamba2_fla_path_maps_onto_simple_gla(fake_fla):
-    _same_with_both_kernels(lambda k: Mamba2(16, d_state=8, headdim=8, chunk_size=8, kernel=k), seed=2)
+    _same_with_both_kernels(lambda k: Mamba2(16, d_state=8, headdim=8, chunk_size=8, backend=k), seed=2)
 
 
 def test_mamba2_final_state_is_the_pure_paths(fake_fla):
@@ -85,7 +85,7 @@ def test_mamba2_final_state_is_the_pure_paths(fake_fla):
     x, log_a = torch.randn(2, 19, 3, 4, generator=g), -torch.rand(2, 19, 3, generator=g)
     b, c = torch.randn(2, 19, 3, 5, generator=g), torch.randn(2, 19, 3, 5, generator=g)
     y0, s0 = K.ssd(x, log_a, b, c, chunk_size=8)
-    y1, s1 = K.ssd(x, log_a, b, c, chunk_size=8, kernel="fla")
+    y1, s1 = K.ssd(x, log_a, b, c, chunk_size=8, backend="fla")
     torch.testing.assert_close(y1, y0, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(s1, s0, atol=1e-5, rtol=1e-5)
 
@@ -107,10 +107,10 @@ def test_min_rnn_log_a_is_log_of_a_and_finite_where_a_underflows(kind):
 
 
 def test_kernel_choice_and_the_cpu_refusal():
-    with pytest.raises(ValueError, match=r"kernel='triton' is invalid: expected one of 'pure', 'fla'"):
-        MinRNN(8, kernel="triton")
-    layer = MinRNN(8, kernel="fla")
-    with pytest.raises(ValueError, match=r"kernel='fla' runs on CUDA only, and the input is on cpu"):
+    with pytest.raises(ValueError, match=r"backend='triton' is invalid: expected one of 'pure', 'fla'"):
+        MinRNN(8, backend="triton")
+    layer = MinRNN(8, backend="fla")
+    with pytest.raises(ValueError, match=r"backend='fla' runs on CUDA only, and the input is on cpu"):
         layer(torch.randn(2, 5, 8))
 
 
@@ -118,10 +118,10 @@ def test_cells_with_a_fused_kernel_and_their_params():
     assert get_recurrence("min_rnn").gpu_kernel and get_recurrence("mamba2").gpu_kernel
     assert not get_recurrence("s4d").gpu_kernel and not get_recurrence("lru").gpu_kernel
     assert recurrence_params("mingru", None) == ("min_rnn", {"kind": "gru"})  # default: no key, ids unchanged
-    assert recurrence_params("mamba2", 16, "fla") == ("mamba2", {"d_state": 16, "kernel": "fla"})
+    assert recurrence_params("mamba2", 16, "fla") == ("mamba2", {"d_state": 16, "backend": "fla"})
     with pytest.raises(ValueError, match=r"cell 's4d' has no fused kernel .*cells with one: mingru, minlstm, mamba2"):
         recurrence_params("s4d", None, "fla")
-    with pytest.raises(ValueError, match=r"kernel='cuda'; valid: pure, fla"):
+    with pytest.raises(ValueError, match=r"backend='cuda'; valid: pure, fla"):
         recurrence_params("mingru", None, "cuda")
 
 
@@ -129,17 +129,17 @@ def test_cells_with_a_fused_kernel_and_their_params():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.skipif(importlib.util.find_spec("fla") is None, reason="needs flash-linear-attention")
-@pytest.mark.parametrize("make", [lambda k: MinRNN(64, kernel=k), lambda k: MinRNN(64, kind="lstm", kernel=k),
-                                  lambda k: Mamba2(64, d_state=16, headdim=16, kernel=k)],
+@pytest.mark.parametrize("make", [lambda k: MinRNN(64, backend=k), lambda k: MinRNN(64, kind="lstm", backend=k),
+                                  lambda k: Mamba2(64, d_state=16, headdim=16, backend=k)],
                          ids=["mingru", "minlstm", "mamba2"])
 def test_fla_kernels_on_cuda_equal_the_pure_path(make):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(3, 300, 64, generator=g).cuda()
     mask = (torch.arange(300)[None] < torch.tensor([300, 1, 157])[:, None]).cuda()
     res = []
-    for kernel in ("pure", "fla"):
+    for backend in ("pure", "fla"):
         torch.manual_seed(0)
-        layer = make(kernel).cuda()
+        layer = make(backend).cuda()
         xi = x.clone().requires_grad_()
         y = layer(xi, key_padding_mask=mask)
         gx = torch.autograd.grad((y * mask[..., None]).square().sum(), xi)[0]
