@@ -210,3 +210,27 @@ def test_window_kernel_dispatch(device, head_dim, dropout_p, want):
     from attn_core.functional import window_kernel
 
     assert window_kernel(device, torch.bfloat16, head_dim, dropout_p) == want
+
+
+def test_quick_input_check_accepts_the_common_call_and_nothing_the_full_checks_refuse():
+    """``_inputs_ok`` lets a valid call skip the detailed checks (it must say yes, or the fast
+    path is gone) and says no to every input that :func:`check_inputs` refuses, so each of those
+    still gets its message."""
+    from attn_core.functional import _inputs_ok, check_inputs
+
+    q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
+    kpm = torch.ones(2, 5, dtype=torch.bool)
+    assert _inputs_ok(q, k, v, None, None, 0.0, None) and _inputs_ok(q, k, v, 2, kpm, 0.1, 0.5)
+    bad = [
+        (q[0], k, v, None, None, 0.0, None), (q, k.double(), v, None, None, 0.0, None),
+        (q, k[:, :2], v, None, None, 0.0, None), (q, k[..., :3], v, None, None, 0.0, None),
+        (q, k, v[:, :, :4], None, None, 0.0, None), (q, k, v, -1, None, 0.0, None),
+        (q, k, v, True, None, 0.0, None), (q, k, v, 2.0, None, 0.0, None),
+        (q, k, v, None, kpm.int(), 0.0, None), (q, k, v, None, kpm[:, :4], 0.0, None),
+        (q, k, v, None, None, 1.0, None), (q, k, v, None, None, -0.1, None), (q, k, v, None, None, 0.0, 0.0),
+        (q, k, v, None, None, 0.0, -1.0), (q, k, v, None, None, "0", None),
+    ]
+    for args in bad:
+        assert not _inputs_ok(*args)
+        with pytest.raises(ValueError):
+            check_inputs(*args)
