@@ -10,7 +10,14 @@ from benchmarks.config.schema import ConfigError, Field, Section
 from benchmarks.micro.common import sweep_fields
 from benchmarks.micro.sweep import config_loader
 
-__all__ = ["SCHEMA", "DEFAULT_CONFIG", "load_config", "resolve_recurrences"]
+__all__ = ["SCHEMA", "DEFAULT_CONFIG", "load_config", "resolve_recurrences", "recurrence_of", "SEP"]
+
+SEP = "@"  # a row label '<recurrence>@<backend>': the recurrence on another scan path
+
+
+def recurrence_of(label: str) -> str:
+    """The registered recurrence of a row label (``min_rnn@fla`` -> ``min_rnn``)."""
+    return label.split(SEP, 1)[0]
 
 DEFAULT_CONFIG = CONFIG_DIR / "bench_recurrence.yaml"
 
@@ -24,6 +31,9 @@ SCHEMA: dict[str, Any] = {
                      minimum=1, doc="sequence lengths L"),
     "recurrences": Field("any", "all", doc="'all' (every registered recurrence) or a list of names"),
     "params": Field("any", {}, doc="{recurrence: {param: value}} passed to its layer"),
+    "backends": Field("list[str]", ["pure"],
+                      doc="scan paths timed for the recurrences that take backend= (pure | fla): one row per path, "
+                          "'<recurrence>@<backend>' for all but pure (fla: CUDA only)"),
     "scan": Field("bool", True, doc="time the scan primitive: odd/even doubling and the sequential loop"),
     "peers": Field("bool", True, doc="also time torch.nn.GRU and torch.nn.LSTM"),
     "loop_max_length": Field("per_device[int]", {"cpu": 1024, "cuda": 4096}, minimum=1,
@@ -50,9 +60,13 @@ SCHEMA: dict[str, Any] = {
 
 
 def resolve_recurrences(cfg: dict, source: str = "config") -> dict[str, dict[str, Any]]:
-    """``{recurrence: params}``: the registered ones (a plug-in's too) or the listed ones, each
-    checked by building it once at a tiny size (one-line ConfigError naming the valid ones)."""
-    from attn_core.recurrent import build_recurrence, list_recurrences
+    """``{row label: params}``: the registered recurrences (a plug-in's too) or the listed ones, each
+    checked by building it once at a tiny size (one-line ConfigError naming the valid ones); plus
+    ``<recurrence>@<backend>`` with ``backend`` in its params for every non-pure entry of
+    ``backends`` and every recurrence whose layer takes ``backend=``."""
+    import inspect
+
+    from attn_core.recurrent import BACKENDS, build_recurrence, get_recurrence, list_recurrences
     from benchmarks.config.plugins import load_plugins
 
     load_plugins()
@@ -70,6 +84,16 @@ def resolve_recurrences(cfg: dict, source: str = "config") -> dict[str, dict[str
         except ValueError as err:
             raise ConfigError(f"{source}: recurrences: {' '.join(str(err).split())}") from None
         out[name] = dict(params.get(name, {}))
+    backends = cfg.get("backends") or ["pure"]
+    bad = [b for b in backends if b not in BACKENDS]
+    if bad:
+        raise ConfigError(f"{source}: backends={backends!r} is invalid: {bad[0]!r} is not a backend; "
+                          f"valid: {', '.join(BACKENDS)}")
+    for name in list(out):
+        takes = "backend" in inspect.signature(get_recurrence(name).cls).parameters
+        for b in backends:
+            if b != "pure" and takes and "backend" not in out[name]:
+                out[f"{name}{SEP}{b}"] = {**out[name], "backend": b}
     return out
 
 

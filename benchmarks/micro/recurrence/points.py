@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from benchmarks.micro.checks import check, format_checks as _format_checks, ratio_check
 from benchmarks.micro.common import KEEP_RUN, KEEP_TIMING, mib, set_threads, status_line
+from benchmarks.micro.recurrence.config import recurrence_of
 from benchmarks.micro.sweep import Sweep
 from benchmarks.run import measure
 
@@ -56,7 +57,7 @@ def plan_points(cfg: dict, device: str) -> list[dict]:
     err = cfg["f32_error"]
     if err["enabled"]:
         for method, family, params in methods:
-            if family == "attention":
+            if family == "attention" or params.get("backend", "pure") != "pure":  # the error point runs on the CPU
                 continue
             kwargs = {"method": method, "family": family, "params": params, "L": err["length"],
                       "batch": err["batch"], "d_model": cfg["d_model"], "seed": cfg["seed"], "threads": cfg["threads"]}
@@ -92,7 +93,7 @@ def build_layer(method: str, family: str, params: dict, d_model: int) -> tuple[A
     if family == "peer":
         net = getattr(torch.nn, PEERS[method])(d_model, d_model, batch_first=True)
         return net, (lambda x: net(x)[0])
-    net = build_recurrence(method, d_model, **params)
+    net = build_recurrence(recurrence_of(method), d_model, **params)
     return net, net
 
 
@@ -165,6 +166,14 @@ def compute_checks(points: list[dict], *, check_length: int, linear_limit: float
             continue
         v = (rs[hi]["time_ms"] / hi) / (rs[lo]["time_ms"] / lo)
         checks.append(check(name, v, target, (v <= linear_limit) if ours else None))
+    for m, rs in by.items():  # another scan path (backend) of a recurrence against its pure path
+        base = recurrence_of(m)
+        if base != m and base in by:
+            c = ratio_check(f"speedup {m} vs {base} @ L={check_length}", at.get(base), at.get(m), "info",
+                            lambda v: True)
+            if c is not None:
+                c["pass"] = None
+                checks.append(c)
     for m, rs in by.items():
         if rs.get(check_length, {}).get("family") == "recurrence":
             c = ratio_check(f"{m} time / torch_gru @ L={check_length}", rs[check_length], at.get("torch_gru"),

@@ -11,6 +11,7 @@ import math
 from benchmarks.micro.complexity.fits import fit_power_law, growth_class
 from benchmarks.micro.complexity.paths import expected_path_length
 from benchmarks.micro.crossover import crossover
+from benchmarks.micro.recurrence.config import recurrence_of
 
 __all__ = ["DEPTH_RULE", "PATH_RULE", "CROSSOVER_PEERS", "sequential_depth", "path_length", "summary_table",
            "format_table"]
@@ -98,8 +99,8 @@ def summary_table(points: list[dict], *, report_length: int) -> list[dict]:
         fit = fit_power_law(list(ok[m]), list(ok[m].values()))
         mem = {L: r.get("peak_mem_bytes") for L, r in rs.items() if r["status"] == "ok"}
         mem_fit = fit_power_law(list(mem), list(mem.values()))
-        depth, depth_rule = sequential_depth(m, family, report_length, params)
-        path, path_rule = path_length(m, family, report_length, params)
+        depth, depth_rule = sequential_depth(recurrence_of(m), family, report_length, params)
+        path, path_rule = path_length(recurrence_of(m), family, report_length, params)
         err = errors.get(m)
         rows.append({
             "method": m, "family": family, "L": report_length,

@@ -42,6 +42,8 @@ SCHEMA: dict[str, Any] = {
     "suite": Field("str", "quick", doc="suite config (name or path) whose cells are measured, synthetic data"),
     "real_suites": Field("list[str]", list(DOMAINS), doc="suite configs used instead with --data-dir (real data)"),
     "models": Field("any", {}, doc="{task: [model, ...]}: the cells measured (seed 0, the first such cell)"),
+    "suite_set": Field("list[str]", [], doc="overrides (KEY=VALUE, as run --set) applied to the suites before the "
+                                            "cells are picked, e.g. [trainer.compile=true]"),
     "sync_steps": Field("int", 5, minimum=1, doc="training steps whose host-device syncs are counted (untimed)"),
     "profile_steps": Field("per_device[int]", {"cpu": 0, "cuda": 10}, minimum=0,
                            doc="profiled steps for the GPU busy fraction (CUDA only; 0: none)"),
@@ -88,7 +90,7 @@ def select_cells(cfg: dict, *, real: bool, device: str) -> list:
     names = cfg["real_suites"] if real else [cfg["suite"]]
     cells = []
     for name in names:
-        cells += expand(load_suite(_suite_path(name, src), [f"trainer.accelerator={accel}"]))
+        cells += expand(load_suite(_suite_path(name, src), [f"trainer.accelerator={accel}", *cfg["suite_set"]]))
     where = f"suite{'s' if len(names) > 1 else ''} {', '.join(names)}"
     out = []
     for task, models in cfg["models"].items():

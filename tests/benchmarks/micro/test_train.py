@@ -124,6 +124,17 @@ def test_shipped_config_names_an_attention_model_and_a_baseline_per_domain():
     assert all(c.seed == 0 and c.config["trainer"]["accelerator"] == "cpu" for c in cells)
 
 
+def test_suite_set_overrides_the_measured_cells_and_a_bad_one_is_one_line(tmp_path):
+    cfg = bt.load_config(overrides=["suite_set=[trainer.compile=true]"])
+    cells = bt.select_cells(cfg, real=False, device="cpu")
+    assert cells and all(c.config["trainer"]["compile"] is True for c in cells)
+    plain = {c.cell_id for c in bt.select_cells(bt.load_config(), real=False, device="cpu")}
+    assert not plain & {c.cell_id for c in cells}  # compile is part of the cell id
+    cfg = bt.load_config(overrides=["suite_set=[trainer.nosuch=1]"])
+    with pytest.raises(ConfigError, match=r"nosuch"):
+        bt.select_cells(cfg, real=False, device="cpu")
+
+
 @pytest.mark.parametrize("models,match", [
     ({"chess": ["x"]}, r"models.chess: no cell of task 'chess' in suite .*; tasks there: toy"),
     ({"toy": ["lstm"]}, r"models.toy: model 'lstm' has no cell in suite .*; valid: linear"),

@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.config.schema import ConfigError
 from benchmarks.micro import recurrence as br
+from benchmarks.micro.recurrence.points import build_layer
 from tests.helpers.micro import tiny_recurrence_config as _tiny
 
 
@@ -80,3 +81,27 @@ def test_a_tiny_sweep_writes_its_json_plot_and_table(tmp_path):
     assert any(line.startswith("method ") and "ms@32" in line for line in log)
     assert any(c["name"].startswith("speedup scan_doubling vs scan_loop") for c in doc["checks"])
     assert not any(c["name"].startswith(("sdpa:", "truncated_w4:")) and c["pass"] is not None for c in doc["checks"])
+
+
+def test_backends_add_a_row_per_scan_path_of_the_recurrences_that_take_one(tmp_path):
+    cfg = br.load_config(_tiny(tmp_path, backends=["pure", "fla"]))
+    assert cfg["resolved_recurrences"]["min_rnn@fla"] == {"backend": "fla"}
+    assert cfg["resolved_recurrences"]["mamba2@fla"] == {"headdim": 4, "chunk_size": 8, "backend": "fla"}
+    assert "s4d@fla" not in cfg["resolved_recurrences"] and "lru@fla" not in cfg["resolved_recurrences"]
+    points = br.plan_points(cfg, "cpu")
+    timed = {p["method"] for p in points if p["kind"] == "recurrence"}
+    assert {"min_rnn", "min_rnn@fla", "mamba2", "mamba2@fla"} <= timed
+    errors = {p["method"] for p in points if p["kind"] == "f32_error"}
+    assert "min_rnn" in errors and "min_rnn@fla" not in errors  # the error point runs on the CPU
+    net, _ = build_layer("min_rnn@fla", "recurrence", {"backend": "fla"}, 8)
+    assert type(net).__name__ == "MinRNN" and net.backend == "fla"
+    with pytest.raises(ConfigError, match=r"backends=\['pure', 'cuda'\] is invalid: 'cuda' is not a backend; "
+                                          r"valid: pure, fla"):
+        br.load_config(_tiny(tmp_path, backends=["pure", "cuda"]))
+
+
+def test_a_backend_row_is_checked_against_its_pure_path():
+    points = [_pt("min_rnn", "recurrence", 64, 4.0), _pt("min_rnn@fla", "recurrence", 64, 1.0)]
+    checks = {c["name"]: c for c in br.compute_checks(points, check_length=64, linear_limit=3.0)}
+    c = checks["speedup min_rnn@fla vs min_rnn @ L=64"]
+    assert c["value"] == 4.0 and c["pass"] is None
