@@ -23,7 +23,7 @@ from torch import Tensor
 from attn_core import _validate as V
 from attn_core.recurrent.scan import linear_scan, ssd_scan
 
-__all__ = ["BACKENDS", "check_backend", "gated_scan", "ssd"]
+__all__ = ["BACKENDS", "check_backend", "gated_scan", "ssd", "fla_backward_refused"]
 
 BACKENDS = ("pure", "fla")
 
@@ -46,6 +46,43 @@ def _fla(module: str, device: torch.device) -> Any:
                          "install it (pip install flash-linear-attention) or use backend='pure'") from None
 
 
+def _version(v: str) -> tuple[int, ...]:
+    """``'3.6.0+git1'`` -> ``(3, 6, 0)``."""
+    import re
+
+    return tuple(int(p) for p in re.findall(r"\d+", v.split("+")[0])[:3])
+
+
+def fla_backward_refused(device: torch.device, *, triton_version: str | None = None,
+                         capability: tuple[int, int] | None = None, tilelang: bool | None = None) -> str | None:
+    """Why fla refuses the backward of its gated chunk kernels (simple GLA, Mamba-2's path) on
+    ``device``, or ``None``: on Hopper (compute capability 9.x) Triton 3.4 to 3.7.0 computes wrong
+    gradients there, so fla raises in the backward pass unless tilelang is installed (fla #640,
+    #983, #984; seen on an H100 with Triton 3.6, 2026-11-27). Checked before the forward pass so
+    that a training step fails at once with one line, not halfway through. The keyword arguments
+    replace what is read from the machine (tests)."""
+    import importlib.util
+
+    if device.type != "cuda":
+        return None
+    if capability is None:
+        capability = torch.cuda.get_device_capability(device)
+    if triton_version is None:
+        try:
+            import triton
+
+            triton_version = triton.__version__
+        except ImportError:
+            return None
+    if tilelang is None:
+        tilelang = importlib.util.find_spec("tilelang") is not None
+    if capability[0] == 9 and (3, 4) <= _version(triton_version) < (3, 7, 1) and not tilelang:
+        return (f"fla refuses the backward of its gated chunk kernels on Hopper (sm_{capability[0]}{capability[1]}) "
+                f"with Triton {triton_version} (3.4 to 3.7.0 give wrong gradients there, fla #640) unless tilelang "
+                "is installed: pip install tilelang, or Triton >= 3.7.1")
+    return None
+
+
 def gated_scan(a: Tensor, b: Tensor, log_a: Tensor, backend: str = "pure") -> Tensor:
     """``h`` of ``h_t = a_t h_{t-1} + b_t`` along dim 1, ``a``, ``b``, ``log_a`` ``(B, L, D)`` with
     ``log_a = log(a)`` computed by the caller (stably, e.g. ``logsigmoid``); the pure path reads
@@ -64,6 +101,11 @@ def ssd(x: Tensor, log_a: Tensor, B: Tensor, C: Tensor, *, chunk_size: int, back
     if backend == "pure":
         return ssd_scan(x, log_a, B, C, chunk_size=chunk_size)
     gla = _fla("fla.ops.simple_gla", x.device)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (x, log_a, B, C)):
+        refused = fla_backward_refused(x.device)
+        if refused:
+            raise ValueError(f"backend='fla' cannot train Mamba-2 here: {refused}; use backend='pure' "
+                             "(fla's forward alone, e.g. under torch.no_grad(), runs)")
     # simple GLA: S_t = exp(g_t) S_{t-1} + k_t v_t^T (K x V), o_t = scale * q_t^T S_t; ours is its
     # transpose (h = S^T, P x N) with k = B, v = x, q = C, g = log a, scale 1
     y, state = gla.chunk_simple_gla(q=C, k=B, v=x, g=log_a, scale=1.0, output_final_state=True)

@@ -92,7 +92,10 @@ def covered(spans: list[tuple[float, float]], windows: list[tuple[float, float]]
 def busy_fraction(prof: Any) -> float | None:
     """Share of the profiled steps' time (the :data:`WINDOW` ranges) in which the GPU ran a kernel
     or a copy: the union of the profiler's CUDA events inside the windows over the windows' total
-    time. ``None`` without windows or without CUDA activity (a CPU run).
+    time. ``None`` without windows or without CUDA activity (a CPU run). A ``record_function``
+    range also has a CUDA event (Kineto's ``gpu_user_annotation``, from its first kernel to its
+    last): that is no GPU work and is left out; counted, it made every loop read ~0.95 busy (H100,
+    2026-11-27, call 1 of the third session).
 
     Summing the events' self times instead (the profiler table's "Self CUDA time total") counted
     whatever the profiler recorded while paused between the windows: on an H100 (2026-11-27) the
@@ -102,7 +105,8 @@ def busy_fraction(prof: Any) -> float | None:
     events = prof.events()
     windows = [(e.time_range.start, e.time_range.end) for e in events
                if e.name == WINDOW and e.device_type == DeviceType.CPU]
-    kernels = [(e.time_range.start, e.time_range.end) for e in events if e.device_type == DeviceType.CUDA]
+    kernels = [(e.time_range.start, e.time_range.end) for e in events
+               if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)]
     wall = sum(b - a for a, b in _union(windows))
     if not wall or not kernels:
         return None

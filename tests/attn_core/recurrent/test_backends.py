@@ -136,6 +136,18 @@ def test_fla_kernels_on_cuda_equal_the_pure_path(make):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(3, 300, 64, generator=g).cuda()
     mask = (torch.arange(300)[None] < torch.tensor([300, 1, 157])[:, None]).cuda()
+    if isinstance(make("pure"), Mamba2) and K.fla_backward_refused(x.device):
+        # fla refuses this backward here (Hopper, Triton 3.4-3.7.0, no tilelang): one line before the
+        # forward pass; the forward alone runs and equals the pure path
+        with pytest.raises(ValueError, match=r"backend='fla' cannot train Mamba-2 here: fla refuses"):
+            make("fla").cuda()(x.clone().requires_grad_(), key_padding_mask=mask)
+        with torch.no_grad():
+            ys = []
+            for backend in ("pure", "fla"):
+                torch.manual_seed(0)
+                ys.append(make(backend).cuda()(x, key_padding_mask=mask)[mask])
+        assert ((ys[1] - ys[0]).abs().max() / (1 + ys[0].abs().max())).item() < 1e-3
+        return
     res = []
     for backend in ("pure", "fla"):
         torch.manual_seed(0)
@@ -147,3 +159,31 @@ def test_fla_kernels_on_cuda_equal_the_pure_path(make):
     (y0, g0), (y1, g1) = res
     rel = lambda a, b: ((a - b).abs().max() / (1 + b.abs().max())).item()  # noqa: E731
     assert rel(y1, y0) < 1e-3 and rel(g1, g0) < 1e-3, (rel(y1, y0), rel(g1, g0))  # tf32-level
+
+
+
+@pytest.mark.parametrize("capability,triton,tilelang,refused", [
+    ((9, 0), "3.6.0", False, True),          # the H100 image of 2026-11-27: fla raised in the backward
+    ((9, 0), "3.4.0", False, True),
+    ((9, 0), "3.7.1", False, False),         # fixed upstream
+    ((9, 0), "3.6.0+git3", True, False),     # tilelang installed: fla uses it
+    ((8, 0), "3.6.0", False, False),         # A100: not affected
+    ((9, 0), "3.3.1", False, False),
+])
+def test_fla_backward_refused_names_hopper_with_the_bad_tritons(capability, triton, tilelang, refused):
+    why = K.fla_backward_refused(torch.device("cuda"), triton_version=triton, capability=capability, tilelang=tilelang)
+    assert (why is not None) == refused
+    if refused:
+        assert f"Triton {triton}" in why and "sm_90" in why and "tilelang" in why and "\n" not in why
+    assert K.fla_backward_refused(torch.device("cpu")) is None
+
+
+def test_a_refused_fla_backward_is_one_line_before_the_forward_pass(fake_fla, monkeypatch):
+    monkeypatch.setattr(K, "fla_backward_refused", lambda device: "fla refuses it here (test)")
+    layer = Mamba2(16, d_state=4, headdim=4, chunk_size=4, backend="fla")
+    x = torch.randn(2, 8, 16, requires_grad=True)
+    with pytest.raises(ValueError, match=r"^backend='fla' cannot train Mamba-2 here: fla refuses it here \(test\); "
+                                         r"use backend='pure'"):
+        layer(x)
+    with torch.no_grad():
+        assert layer(x).shape == x.shape  # the forward alone is allowed

@@ -194,14 +194,18 @@ def test_gpu_busy_fraction_reads_the_window_ranges_and_the_cuda_events():
 
     from benchmarks.micro.train.probe import WINDOW, busy_fraction
 
-    def ev(name, dev, a, b):
-        return NS(name=name, device_type=dev, time_range=NS(start=a, end=b))
+    def ev(name, dev, a, b, annotation=False):
+        return NS(name=name, device_type=dev, time_range=NS(start=a, end=b), is_user_annotation=annotation)
 
     evs = [ev(WINDOW, DeviceType.CPU, 0, 100), ev(WINDOW, DeviceType.CPU, 200, 300),
            ev("aten::mm", DeviceType.CPU, 0, 90),  # a CPU op: never GPU time
            ev("gemm", DeviceType.CUDA, 10, 50), ev("gemm", DeviceType.CUDA, 10, 50),  # recorded twice
            ev("val_kernel", DeviceType.CUDA, 120, 180),  # between the windows
-           ev("gemm", DeviceType.CUDA, 250, 270)]
+           ev("gemm", DeviceType.CUDA, 250, 270),
+           # a record_function range's GPU side (Kineto's gpu_user_annotation: first to last kernel inside it),
+           # which spanned the whole window on an H100 and read every loop as ~95% busy: not a kernel
+           ev(WINDOW, DeviceType.CUDA, 0, 100, annotation=True),
+           ev("[pl][module]net", DeviceType.CUDA, 200, 300, annotation=True)]
     assert busy_fraction(NS(events=lambda: evs)) == pytest.approx(60 / 200)
     assert busy_fraction(NS(events=lambda: evs[:3])) is None  # no CUDA activity (a CPU run)
     assert busy_fraction(NS(events=lambda: evs[2:])) is None  # no window
