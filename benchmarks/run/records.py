@@ -267,15 +267,36 @@ def _version(mod: str) -> str | None:
         return None
 
 
+#: JSON ``[commit, dirty]`` of the code a forked cell runs, set by the local pool when its
+#: forkserver imports the code (the checkout may move on while the run goes)
+CODE_GIT_ENV = "ATTNBENCH_CODE_GIT"
+
+
+def code_git_state() -> tuple[tuple[str | None, bool | None], str | None]:
+    """``((commit, dirty), checkout)``: the git state of the code this process runs (the local
+    pool's, from :data:`CODE_GIT_ENV`, else the checkout's now) and, where the checkout has
+    moved on since that code was imported, the checkout's commit now (else ``None``)."""
+    now = git_state()
+    imported = os.environ.get(CODE_GIT_ENV)
+    if not imported:
+        return now, None
+    try:
+        commit, dirty = json.loads(imported)
+    except (ValueError, TypeError):
+        return now, None
+    return (commit, dirty), (now[0] if (commit, dirty) != now else None)
+
+
 def environment(device: str | None = None, fingerprint: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a result needs to be reproduced: versions, hardware (CPU model, vector extensions,
     MHz, cores; GPU, memory, driver), the run's speed ``fingerprint``
-    (:mod:`benchmarks.run.fingerprint`), git commit and dirty flag (changes outside ``results/``)."""
+    (:mod:`benchmarks.run.fingerprint`), git commit and dirty flag (changes outside ``results/``) of
+    the code that runs, and ``git_checkout_at_start`` where the checkout had moved on from it."""
     import torch
 
     cuda = torch.cuda.is_available()
     dev = str(device) if device is not None else ("cuda" if cuda else "cpu")
-    commit, dirty = git_state()
+    (commit, dirty), checkout = code_git_state()
     on_gpu = dev.startswith("cuda") and cuda
     props = torch.cuda.get_device_properties(torch.device(dev)) if on_gpu else None
     return {
@@ -307,6 +328,7 @@ def environment(device: str | None = None, fingerprint: dict[str, Any] | None = 
         "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32) if on_gpu else None,
         "git_commit": commit,
         "git_dirty": dirty,
+        **({"git_checkout_at_start": checkout} if checkout else {}),
         "argv": sys.argv,
         "fingerprint": fingerprint,
     }

@@ -185,6 +185,7 @@ def point_train(*, cell: dict, device: str, data_dir: str | None, cache_dir: str
         "ratio_min": min(ratios), "ratio_max": max(ratios), "ratios": ratios,
         "cell_syncs_per_step": cells[-1]["syncs_per_step"], "bare_syncs_per_step": bares[-1]["syncs_per_step"],
         "cell_syncs_by_op": cells[-1]["syncs_by_op"], "bare_syncs_by_op": bares[-1]["syncs_by_op"],
+        "cell_ops_per_step": cells[-1].get("ops_per_step"), "bare_ops_per_step": bares[-1].get("ops_per_step"),
         "cell_gpu_busy": med(cells, "gpu_busy_fraction"), "bare_gpu_busy": med(bares, "gpu_busy_fraction"),
         "loader_batches_per_s": loader, "cell_rounds": cells, "bare_rounds": bares, "cell_status": statuses,
         "threads": nthreads, "attn_core_sha1": attn_core_fingerprint(),
@@ -243,8 +244,8 @@ def plot_results(doc: dict, path: str | Path) -> None:
 
 # --------------------------------------------------------------------------- sweep
 _KEEP = ("status", "reason", "cell_steps_per_s", "bare_steps_per_s", "ratio", "ratio_min", "ratio_max", "ratios",
-         "cell_syncs_per_step", "bare_syncs_per_step", "cell_syncs_by_op", "bare_syncs_by_op", "cell_gpu_busy",
-         "bare_gpu_busy", "loader_batches_per_s", "cell_status", "cell_rounds", "bare_rounds") + KEEP_RUN
+         "cell_syncs_per_step", "bare_syncs_per_step", "cell_syncs_by_op", "bare_syncs_by_op", "cell_ops_per_step",
+         "bare_ops_per_step", "cell_gpu_busy", "bare_gpu_busy", "loader_batches_per_s", "cell_status", "cell_rounds", "bare_rounds") + KEEP_RUN
 
 
 def _fmt(v: Any, spec: str = ".1f") -> str:
@@ -255,7 +256,8 @@ def _line(k: int, n: int, p: dict, r: dict) -> str:
     return status_line(f"[{k:>{len(str(n))}}/{n}] {p['method']:<28}", r, lambda r: (
         f"cell {_fmt(r['cell_steps_per_s'])} /s, bare {_fmt(r['bare_steps_per_s'])} /s, ratio {r['ratio']:.3f} "
         f"({r['ratio_min']:.3f}..{r['ratio_max']:.3f}); syncs/step {_fmt(r['cell_syncs_per_step'], '.1f')} vs "
-        f"{_fmt(r['bare_syncs_per_step'], '.1f')}; loader {_fmt(r['loader_batches_per_s'])} batches/s"
+        f"{_fmt(r['bare_syncs_per_step'], '.1f')}; aten ops/step {_fmt(r.get('cell_ops_per_step'), '.0f')} vs "
+        f"{_fmt(r.get('bare_ops_per_step'), '.0f')}; loader {_fmt(r['loader_batches_per_s'])} batches/s"
         + (f"; GPU busy {_fmt(r['cell_gpu_busy'], '.2f')} vs {_fmt(r['bare_gpu_busy'], '.2f')}"
            if r.get("cell_gpu_busy") is not None else "")))
 
@@ -263,14 +265,15 @@ def _line(k: int, n: int, p: dict, r: dict) -> str:
 def table(points: list[dict]) -> str:
     """The measured rows as a Markdown table."""
     rows = ["| task/model | cell steps/s | bare steps/s | cell/bare (per-round range) | syncs/step cell / bare "
-            "| loader batches/s |", "|---|---|---|---|---|---|"]
+            "| aten ops/step cell / bare | loader batches/s |", "|---|---|---|---|---|---|---|"]
     for r in points:
         if r["status"] != "ok":
-            rows.append(f"| {r['method']} | {r['status']}: {r.get('reason', '')} | | | | |")
+            rows.append(f"| {r['method']} | {r['status']}: {r.get('reason', '')} | | | | | |")
             continue
         rows.append(f"| {r['method']} | {r['cell_steps_per_s']:.1f} | {r['bare_steps_per_s']:.1f} | {r['ratio']:.3f} "
                     f"({r['ratio_min']:.3f}..{r['ratio_max']:.3f}) | {_fmt(r['cell_syncs_per_step'])} / "
-                    f"{_fmt(r['bare_syncs_per_step'])} | {_fmt(r['loader_batches_per_s'])} |")
+                    f"{_fmt(r['bare_syncs_per_step'])} | {_fmt(r.get('cell_ops_per_step'), '.0f')} / "
+                    f"{_fmt(r.get('bare_ops_per_step'), '.0f')} | {_fmt(r['loader_batches_per_s'])} |")
     return "\n".join(rows)
 
 
@@ -287,7 +290,8 @@ def run_sweep(cfg: dict, out_dir: str | Path, *, log: Callable[[str], None] = pr
         "measured": "steps/s of one cell's training through the real cell path (runner Trainer + task module + "
                     "callbacks, benchmarks.run.worker.train_cell) and through a bare PyTorch loop (same module, loss, "
                     "optimiser and schedule, batches pre-loaded on the device), interleaved in one process after "
-                    "warm-up; medians over rounds; syncs/step counted in separate untimed steps",
+                    "warm-up; medians over rounds; syncs/step and aten ops/step (every op dispatched: "
+                    "a kernel launch each on a GPU, views aside) counted in separate untimed steps",
         **sw.limits(),
     }, tail={"checks": []})
     sw.open(doc, len(points), dtype="each cell's trainer.precision", noun="cells",

@@ -83,7 +83,8 @@ def bare_loop(module: Any, batches: list, *, device: str, precision: str, clip: 
         run(sync_steps)
     out: dict[str, Any] = {"steps": steps, "time_s": secs, "steps_per_s": steps / secs if secs else None,
                            "sync_steps": sync_steps, "syncs_per_step": counter.total / sync_steps if sync_steps else None,
-                           "syncs_by_op": dict(counter.by_op), "batches": len(batches)}
+                           "syncs_by_op": dict(counter.by_op), "batches": len(batches),
+                           "ops_per_step": counter.ops / sync_steps if sync_steps else None}
     if cuda and profile_steps:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                 torch.profiler.ProfilerActivity.CUDA]) as prof:

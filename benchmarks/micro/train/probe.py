@@ -268,7 +268,8 @@ class StepProbe(L.Callback):
     # -- result ----------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
         """``steps``, ``time_s``, ``steps_per_s``, ``segments``, ``sync_steps``, ``syncs_per_step``,
-        ``syncs_by_op`` and, after a profile on CUDA, ``gpu_busy_fraction``."""
+        ``syncs_by_op``, ``ops_per_step`` (aten ops dispatched in the counted steps, hooks
+        included) and, after a profile on CUDA, ``gpu_busy_fraction``."""
         steps = sum(n for n, _ in self.segments)
         secs = sum(t for _, t in self.segments)
         out: dict[str, Any] = {
@@ -277,6 +278,7 @@ class StepProbe(L.Callback):
             "sync_steps": self.sync_steps,
             "syncs_per_step": self.syncs.total / self.sync_steps if self.sync_steps else None,
             "syncs_by_op": dict(self.syncs.by_op),
+            "ops_per_step": self.syncs.ops / self.sync_steps if self.sync_steps else None,
         }
         if self.prof is not None:
             out["profile_steps"], out["profile_wall_s"] = self.prof_steps, self.prof_wall_s

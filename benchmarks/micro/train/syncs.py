@@ -11,6 +11,10 @@ Usage::
         train_step()
     syncs.total, syncs.by_op   # e.g. 2, {"aten._local_scalar_dense": 2}
 
+It also counts every aten op dispatched (``ops``; on a GPU run those on device tensors): the
+host work of a step, each op a kernel launch on a GPU (views aside). Device-independent, so a
+CPU run measures what makes a small model's GPU step host-bound.
+
 Costs Python time per op while active: count in steps apart from the timed ones.
 """
 
@@ -51,7 +55,8 @@ def _device_to_host(func: Any, args: tuple, kwargs: dict) -> bool:
 
 class SyncCounter(TorchDispatchMode):
     """Counts synchronising aten ops while active (re-entrant: each ``with`` adds to the counts).
-    ``by_op``: op name -> count; ``total``: their sum.
+    ``by_op``: op name -> count; ``total``: their sum; ``ops``: every aten op dispatched (on a
+    GPU run, ``host_ops=False``: those with a device tensor).
 
     An optimiser's reads of its own host-side state are not counted: it keeps its step counters
     on the host (``state["step"]``, unless capturable or fused) and reads them there, which is
@@ -62,6 +67,7 @@ class SyncCounter(TorchDispatchMode):
         super().__init__()
         self.host_ops = host_ops
         self.by_op: Counter[str] = Counter()
+        self.ops = 0
         self._host_state: set[int] = set()  # ids of optimisers' host-side state tensors
         self._hooks: list[Any] = []
 
@@ -91,9 +97,11 @@ class SyncCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = str(func.overloadpacket)
+        on_host = not self.host_ops and all(a.device.type == "cpu" for a in args if isinstance(a, torch.Tensor))
+        self.ops += not on_host
         if name == "aten._local_scalar_dense" and args and id(args[0]) in self._host_state:
             pass
-        elif not self.host_ops and all(a.device.type == "cpu" for a in args if isinstance(a, torch.Tensor)):
+        elif on_host:
             pass
         elif name in SYNC_OPS:
             self.by_op[name] += 1

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 
 from benchmarks.run import distributed as D
 from benchmarks.run.launchers import CellJob, log_result
-from benchmarks.run.records import on_disk
+from benchmarks.run.records import CODE_GIT_ENV, git_state, on_disk
 from benchmarks.run.worker import (EXIT, PLUGINS_ENV, RESOURCES_ENV, UnitResult, cells_from_manifest, end_unit, log_path,
                                manifest_suite, record_target, start_unit, unit_result)
 
@@ -202,6 +202,9 @@ class LocalLauncher:
     def _context(self):
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD + [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m])
+        # the code the forked cells run is what the forkserver imports now, whatever the checkout
+        # holds when a cell starts later: their records name this commit (records.environment)
+        self.code_git = json.dumps(git_state())
         return ctx
 
     def _ranks(self, cell: Any) -> int:
@@ -230,10 +233,11 @@ class LocalLauncher:
                RESOURCES_ENV: json.dumps({**resources, "cpu_threads": threads}), "OMP_NUM_THREADS": str(threads)}
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-        if ranks > 1:
+        if ranks > 1:  # its own process imports the checkout as it is now
             return _UnitProcess(start_unit(job.out, cell, data_dir=job.data_dir, cache_dir=job.cache_dir, env=env,
                                            force=job.force, retry_failed=job.retry_failed,
                                            drop_env=D.SLURM_TASK_ENV))
+        env[CODE_GIT_ENV] = self.code_git
         proc = ctx.Process(target=_child, args=(job, env, threads), name=f"cell-{job.cell_id}")
         proc.start()
         return proc

@@ -42,6 +42,19 @@ def test_sync_counter_counts_scalar_reads_and_data_dependent_shapes():
     assert syncs.by_op["aten.index (boolean mask)"] == 1 and syncs.total == 4
 
 
+def test_sync_counter_counts_every_op_dispatched_and_on_a_gpu_run_the_device_ones_only():
+    x = torch.randn(6)
+    with SyncCounter() as c:
+        (x * 2 + 1).exp()  # mul, add, exp
+    assert c.ops == 3 and c.total == 0
+    with SyncCounter() as c:
+        torch.randn(3, 3, requires_grad=True).mm(torch.randn(3, 3)).sum().backward()
+    assert c.ops >= 4  # the backward's ops too (below autograd)
+    with SyncCounter(host_ops=False) as c:  # a GPU run: host tensors launch nothing
+        (x * 2 + 1).exp()
+    assert c.ops == 0
+
+
 def test_sync_counter_leaves_out_an_optimisers_host_step_counters_only():
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 2)
@@ -164,6 +177,8 @@ def test_tiny_sweep_through_the_cli(tmp_path, capsys):
     per_round = [c["steps_per_s"] / b["steps_per_s"] for c, b in zip(p["cell_rounds"], p["bare_rounds"])]
     assert p["ratios"] == pytest.approx(per_round) and p["ratio"] == pytest.approx(statistics.median(per_round))
     assert p["bare_syncs_per_step"] == 0 and p["cell_syncs_per_step"] == 0 and p["loader_batches_per_s"] > 0
+    # the same network, loss and optimiser: the cell path dispatches at least the bare loop's ops
+    assert 0 < p["bare_ops_per_step"] <= p["cell_ops_per_step"]
     (chk,) = [c for c in doc["checks"] if c["name"] == "toy/linear: cell / bare steps/s"]
     assert chk["target"] == ">= 0.9" and chk["pass"] == (p["ratio"] >= 0.9)
     printed = capsys.readouterr().out

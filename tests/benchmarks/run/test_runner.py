@@ -342,6 +342,31 @@ def test_git_dirty_means_code_not_results(tmp_path):
     assert R.git_state(tmp_path / "results")[1] is True  # from a subfolder: the whole checkout's code counts
 
 
+def test_a_forked_cell_names_the_code_its_pool_imported_not_the_checkout_at_its_start(monkeypatch):
+    from benchmarks.run import records
+
+    monkeypatch.setattr(records, "git_state", lambda: ("b" * 40, False))  # the checkout when the cell starts
+    monkeypatch.delenv(records.CODE_GIT_ENV, raising=False)
+    env = records.environment()
+    assert env["git_commit"] == "b" * 40 and env["git_dirty"] is False and "git_checkout_at_start" not in env
+    monkeypatch.setenv(records.CODE_GIT_ENV, json.dumps(["a" * 40, True]))  # the forkserver imported a dirty "a"
+    env = records.environment()
+    assert env["git_commit"] == "a" * 40 and env["git_dirty"] is True and env["git_checkout_at_start"] == "b" * 40
+    monkeypatch.setenv(records.CODE_GIT_ENV, json.dumps(["b" * 40, False]))  # nothing moved
+    assert "git_checkout_at_start" not in records.environment()
+
+
+def test_the_local_pool_passes_the_code_it_imported_to_its_cells():
+    from benchmarks.run.launchers import local
+    from benchmarks.run.records import CODE_GIT_ENV
+
+    pool = local.LocalLauncher(opts=None)
+    pool._context()
+    commit, dirty = json.loads(pool.code_git)
+    assert commit is None or len(commit) == 40
+    assert CODE_GIT_ENV.startswith("ATTNBENCH_")  # the child's env keeps it (it drops other ATTNBENCH_ keys)
+
+
 # ----------------------------------------------------------------------------- a missing dataset fails fast, once
 _ABSENT_BUILDS: list[int] = []
 
