@@ -75,6 +75,28 @@ def test_s4d_fft_kernel_equals_its_step_response():
         torch.testing.assert_close(2 * (c * s).sum(-1).real[0], kernel[:, t], rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("length", [1, 2, 3, 16, 17, 40, 101, 5000])
+def test_s4d_blocked_vandermonde_equals_the_direct_one(length):
+    """The kernel and the final state from blocks of powers (one matmul) equal the sums over
+    every ``z^l`` written out, float64, for lengths on and off a square."""
+    from attn_core.recurrent.s4d import _power_blocks
+
+    m = make(S4D, {"d_state": 16}, seed=5)
+    dta, a, c = m._discrete()
+    powers = torch.exp(dta[..., None] * torch.arange(length, dtype=torch.float64))  # (H, N/2, L)
+    zr, zq, mm = _power_blocks(dta, length)
+    assert zq.shape[-1] * mm >= length and zq.shape[-1] <= mm
+    want = 2 * torch.einsum("hn,hnl->hl", c, powers).real
+    torch.testing.assert_close(m.kernel(length), want, rtol=1e-10, atol=1e-12)
+    x = torch.randn(2, length, D_MODEL, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    mask = torch.arange(length)[None] < torch.tensor([length, max(1, length // 2)])[:, None]
+    x = x * mask[..., None]  # the layer zeroes padding before it gets here
+    u_rev = torch.stack([torch.cat([x[b, :n].flip(0), torch.zeros(length - n, D_MODEL, dtype=x.dtype)])
+                         for b, n in enumerate(mask.sum(1).tolist())]).transpose(1, 2)  # (B, H, L)
+    state = torch.einsum("bhl,hnl->bhn", u_rev.to(powers.dtype), powers) * (torch.exp(dta) - 1.0) / a
+    torch.testing.assert_close(m._final_state(x, mask)["x"], state, rtol=1e-10, atol=1e-12)
+
+
 #: float32 against float64 at L=5000, largest error over largest |y|: measured 1.3e-7 (minGRU)
 #: to 1.6e-6 (S4D) on a 2-core AMD EPYC (AVX2); the bound leaves a margin for other CPUs/BLAS
 F32_BOUND = 1e-5
