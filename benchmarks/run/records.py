@@ -275,7 +275,8 @@ CODE_GIT_ENV = "ATTNBENCH_CODE_GIT"
 def code_git_state() -> tuple[tuple[str | None, bool | None], str | None]:
     """``((commit, dirty), checkout)``: the git state of the code this process runs (the local
     pool's, from :data:`CODE_GIT_ENV`, else the checkout's now) and, where the checkout has
-    moved on since that code was imported, the checkout's commit now (else ``None``)."""
+    moved on since that code was imported, the checkout's commit now, ``-dirty`` appended where
+    its code differs from that commit (else ``None``)."""
     now = git_state()
     imported = os.environ.get(CODE_GIT_ENV)
     if not imported:
@@ -284,7 +285,7 @@ def code_git_state() -> tuple[tuple[str | None, bool | None], str | None]:
         commit, dirty = json.loads(imported)
     except (ValueError, TypeError):
         return now, None
-    return (commit, dirty), (now[0] if (commit, dirty) != now else None)
+    return (commit, dirty), (f"{now[0]}{'-dirty' if now[1] else ''}" if (commit, dirty) != now else None)
 
 
 def environment(device: str | None = None, fingerprint: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -354,6 +354,8 @@ def test_a_forked_cell_names_the_code_its_pool_imported_not_the_checkout_at_its_
     assert env["git_commit"] == "a" * 40 and env["git_dirty"] is True and env["git_checkout_at_start"] == "b" * 40
     monkeypatch.setenv(records.CODE_GIT_ENV, json.dumps(["b" * 40, False]))  # nothing moved
     assert "git_checkout_at_start" not in records.environment()
+    monkeypatch.setattr(records, "git_state", lambda: ("b" * 40, True))  # edited since, not committed
+    assert records.environment()["git_checkout_at_start"] == "b" * 40 + "-dirty"
 
 
 def test_the_local_pool_passes_the_code_it_imported_to_its_cells():
