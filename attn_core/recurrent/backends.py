@@ -15,6 +15,7 @@ test_cuda.py). fla's layouts are ``(B, T, D)`` and ``(B, T, H, K)``, ours too.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -43,14 +44,23 @@ def _fla(module: str, device: torch.device) -> Any:
         return importlib.import_module(module)
     except ImportError as e:
         raise ValueError(f"backend='fla' needs flash-linear-attention ({module}): {e}; "
-                         "install it (pip install flash-linear-attention) or use backend='pure'") from None
+                         "install it (pip install fla-core, or attnbench's extra: pip install -e '.[fla]') "
+                         "or use backend='pure'") from None
 
 
-def _version(v: str) -> tuple[int, ...]:
-    """``'3.6.0+git1'`` -> ``(3, 6, 0)``."""
-    import re
+@functools.lru_cache(maxsize=None)
+def _machine(index: int) -> tuple[tuple[int, int], str | None, bool]:
+    """``(compute capability of CUDA device index, Triton's version or None, tilelang importable)``,
+    read once per device: :func:`fla_backward_refused` runs at every training forward pass."""
+    import importlib.util
 
-    return tuple(int(p) for p in re.findall(r"\d+", v.split("+")[0])[:3])
+    try:
+        import triton
+
+        version = triton.__version__
+    except ImportError:
+        version = None
+    return torch.cuda.get_device_capability(index), version, importlib.util.find_spec("tilelang") is not None
 
 
 def fla_backward_refused(device: torch.device, *, triton_version: str | None = None,
@@ -61,22 +71,18 @@ def fla_backward_refused(device: torch.device, *, triton_version: str | None = N
     #983, #984; seen on an H100 with Triton 3.6, 2026-11-27). Checked before the forward pass so
     that a training step fails at once with one line, not halfway through. The keyword arguments
     replace what is read from the machine (tests)."""
-    import importlib.util
+    from packaging.version import Version
 
     if device.type != "cuda":
         return None
-    if capability is None:
-        capability = torch.cuda.get_device_capability(device)
+    if capability is None or triton_version is None or tilelang is None:
+        cap, version, has_tilelang = _machine(device.index if device.index is not None else torch.cuda.current_device())
+        capability = cap if capability is None else capability
+        triton_version = version if triton_version is None else triton_version
+        tilelang = has_tilelang if tilelang is None else tilelang
     if triton_version is None:
-        try:
-            import triton
-
-            triton_version = triton.__version__
-        except ImportError:
-            return None
-    if tilelang is None:
-        tilelang = importlib.util.find_spec("tilelang") is not None
-    if capability[0] == 9 and (3, 4) <= _version(triton_version) < (3, 7, 1) and not tilelang:
+        return None
+    if capability[0] == 9 and (3, 4) <= Version(triton_version).release[:3] < (3, 7, 1) and not tilelang:
         return (f"fla refuses the backward of its gated chunk kernels on Hopper (sm_{capability[0]}{capability[1]}) "
                 f"with Triton {triton_version} (3.4 to 3.7.0 give wrong gradients there, fla #640) unless tilelang "
                 "is installed: pip install tilelang, or Triton >= 3.7.1")

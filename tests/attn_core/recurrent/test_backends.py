@@ -187,3 +187,15 @@ def test_a_refused_fla_backward_is_one_line_before_the_forward_pass(fake_fla, mo
         layer(x)
     with torch.no_grad():
         assert layer(x).shape == x.shape  # the forward alone is allowed
+
+
+def test_the_machine_is_read_once_per_device_not_at_every_forward_pass(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i: calls.append(i) or (9, 0))
+    K._machine.cache_clear()
+    try:
+        for _ in range(3):
+            K.fla_backward_refused(torch.device("cuda", 0))
+        assert calls == [0]
+    finally:
+        K._machine.cache_clear()
