@@ -90,7 +90,13 @@ def select_cells(cfg: dict, *, real: bool, device: str) -> list:
     names = cfg["real_suites"] if real else [cfg["suite"]]
     cells = []
     for name in names:
-        cells += expand(load_suite(_suite_path(name, src), [f"trainer.accelerator={accel}", *cfg["suite_set"]]))
+        path = _suite_path(name, src)
+        try:
+            cells += expand(load_suite(path, [f"trainer.accelerator={accel}", *cfg["suite_set"]]))
+        except ConfigError as err:
+            if not cfg["suite_set"]:
+                raise
+            raise ConfigError(f"{src}: suite_set={cfg['suite_set']!r} on {name}: {err}") from None
     where = f"suite{'s' if len(names) > 1 else ''} {', '.join(names)}"
     out = []
     for task, models in cfg["models"].items():
