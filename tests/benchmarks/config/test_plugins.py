@@ -16,7 +16,11 @@ from benchmarks.run.worker import PLUGINS_ENV
 
 @pytest.fixture(autouse=True)
 def _clean(monkeypatch):
-    monkeypatch.delenv(PLUGINS_ENV, raising=False)
+    # setenv first so that monkeypatch restores the variable's absence at teardown: load_plugins writes
+    # os.environ itself, and a delenv of an absent variable records nothing to undo (the test's plug-ins
+    # then leaked into later tests of the same xdist worker: 27 failures in one full run)
+    monkeypatch.setenv(PLUGINS_ENV, "")
+    monkeypatch.delenv(PLUGINS_ENV)
     monkeypatch.setattr(P, "_LOADED", {})
     monkeypatch.setenv("ATTNBENCH_NO_ENTRY_POINTS", "1")
 
