@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 from benchmarks.report import stats
 from benchmarks.report.budget import budget_warnings, machine_warnings
 from benchmarks.report.format import as_number, fmt_ci, fmt_metric
-from benchmarks.report.inputs import load_inputs
+from benchmarks.report.inputs import ORIGIN, load_inputs, merge_suites
 from benchmarks.report.results import (
     BASELINE_FAMILIES,
     CONFIDENCE,
@@ -144,7 +144,9 @@ def model_labels(items: Iterable[tuple[tuple, dict[str, Any]]]) -> dict[int, str
     """``{id(item): label}`` for ``(group key, record or manifest cell)`` pairs: the model's name,
     or, where one model ran with different ``model_params`` in one group (vision's ``mamba2`` over
     rows and over patches), the name with the params that differ (``mamba2 (mode=patches)``), so
-    that each configuration is its own row instead of one model pooling them all."""
+    that each configuration is its own row instead of one model pooling them all. In a merged
+    report (:func:`~benchmarks.report.inputs.merge_suites`), a label that more than one suite
+    ran gets its suite too (``transformer [pos_tagging]``): two configs' budgets never pool."""
     items = list(items)
     seen: dict[tuple, dict[str, dict[str, Any]]] = defaultdict(dict)
     for gkey, it in items:
@@ -161,6 +163,12 @@ def model_labels(items: Iterable[tuple[tuple, dict[str, Any]]]) -> dict[int, str
         differ = [k for k in keys if len({repr(v.get(k)) for v in variants}) > 1]
         mine = _model_params(it)
         out[id(it)] = f"{model} ({', '.join(f'{k}={mine.get(k)}' for k in differ)})"
+    origins: dict[tuple, set] = defaultdict(set)
+    for gkey, it in items:
+        origins[(gkey, out[id(it)])].add(it.get(ORIGIN))
+    for gkey, it in items:
+        if len(origins[(gkey, out[id(it)])]) > 1:
+            out[id(it)] += f" [{it.get(ORIGIN)}]"
     return out
 
 
@@ -270,9 +278,11 @@ def group_of(records: Iterable[dict[str, Any]], metric: str, mode: str = "max", 
     return g
 
 
-def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confidence: float = CONFIDENCE) -> Analysis:
+def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confidence: float = CONFIDENCE, *,
+            merge: str | None = None) -> Analysis:
     """Load the records and manifests under ``results_dir`` (one folder, or a list of them for
-    a combined report) and compute every statistic the report shows (no files written)."""
+    a combined report) and compute every statistic the report shows (no files written).
+    ``merge``: report every suite found as one suite of that name (:func:`merge_suites`)."""
     roots = result_roots(results_dir)
     for r in roots:
         if not r.is_dir():
@@ -288,6 +298,8 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
         bad = warns.get("unreadable", [])
         raise ReportError(f"no attnbench result records or suite manifests under {', '.join(map(str, roots))}"
                           + (f" ({len(bad)} file(s) left out; the first: {bad[0]})" if bad else ""))
+    if merge is not None:
+        records, manifests = merge_suites(records, manifests, merge)
 
     def rel(rec: dict[str, Any]) -> str:
         """A record's path inside its folder; in a combined report, the folder as named first

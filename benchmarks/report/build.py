@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from benchmarks.report import stats
-from benchmarks.report.analysis import analyse, result_roots
+from benchmarks.report.analysis import analyse, manifest_cells, result_roots
 from benchmarks.report.budget import leaderboard_note
 from benchmarks.report.checks import bench_outputs, bench_warnings
 from benchmarks.report.document import (
@@ -28,6 +28,7 @@ from benchmarks.report.document import (
 )
 from benchmarks.report.environment import environment_blocks
 from benchmarks.report.format import fmt_metric, fmt_seconds, fmt_si, slug
+from benchmarks.report.inputs import ORIGIN
 from benchmarks.report.micro import (
     bench_attention_blocks,
     bench_candidate_dirs,
@@ -159,24 +160,34 @@ def _datasize_blocks(an: Analysis, plots_dir: Path, written: dict[str, Path], wa
     return blocks
 
 
+def _merged_note(an: Analysis, merge: str | None) -> str:
+    """What a merged report pooled: ``; suites a, b merged as NAME``."""
+    if merge is None:
+        return ""
+    own = sorted({str(r.get(ORIGIN)) for r in an.records} | {str(c.get(ORIGIN)) for c in manifest_cells(an.manifests)})
+    return f"; suites {', '.join(own)} merged as {merge}: grouped by task and dataset across them"
+
+
 def write_report(
     results_dir: str | os.PathLike | Sequence[str | os.PathLike],
     out_dir: str | os.PathLike | None = None,
     *,
     bench_dirs: Sequence[str | os.PathLike] | None = None,
     confidence: float = CONFIDENCE,
+    merge: str | None = None,
 ) -> dict[str, Path]:
     """Write ``REPORT.md``, ``report.html``, ``summary.csv`` and ``plots/*.png`` for the records
     under ``results_dir`` (or a list of folders: one combined report) into ``out_dir`` (default
     ``results_dir``). ``bench_dirs``: where to look for the micro-benchmarks' output (default
-    :func:`bench_candidate_dirs` of each).
+    :func:`bench_candidate_dirs` of each). ``merge``: one suite of that name for every suite
+    found (``attnbench report --merge-suites``: :func:`~benchmarks.report.inputs.merge_suites`).
 
     Returns ``{path relative to out_dir: absolute path}`` of every file written. Raises
     :class:`ReportError` when there is nothing to report on."""
     roots = result_roots(results_dir)
     if out_dir is None and len(roots) > 1:
         raise ReportError("a report of several results folders needs --out DIR (where to write it)")
-    an = analyse(roots, confidence)
+    an = analyse(roots, confidence, merge=merge)
     out = Path(out_dir) if out_dir is not None else roots[0]
     source = ", ".join(map(str, roots))
     root = roots[0]  # where micro-benchmark output is looked for
@@ -194,7 +205,7 @@ def write_report(
     blocks: list[Block] = [
         Heading(1, "attnbench report"),
         Paragraph(f"Generated {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')} from {source} "
-                  f"({len(an.records)} records). Statistics are over the successful seeds of each model: mean ± "
+                  f"({len(an.records)} records{_merged_note(an, merge)}). Statistics are over the successful seeds of each model: mean ± "
                   f"sample std, and the Student-t {pct}% confidence interval of the mean (undefined with one seed).",
                   "note"),
     ]

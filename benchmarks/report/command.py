@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -23,6 +24,11 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                              "its own; several folders make one combined report (needs --out). Default: "
                              "every suite folder under results/ except results/reference, each on its own")
     parser.add_argument("--out", metavar="DIR", default=None, help="where to write the report (default: the suite folder)")
+    parser.add_argument("--merge-suites", dest="merge_suites", metavar="NAME", default=None,
+                        help="report the suites of the folders named as one suite NAME: leaderboards and "
+                             "comparisons by task and dataset across them (peers run from another config "
+                             "beside a suite's models); a model that ran in several suites keeps a row per "
+                             "suite, 'model [suite]'")
     parser.add_argument("--bench-dir", dest="bench_dirs", action="append", default=None, metavar="DIR",
                         help="folder with bench_attention.json/.png or bench_complexity.json/.png (repeatable; "
                              "default: RESULTS_DIR, RESULTS_DIR/bench[/NAME], RESULTS_DIR/../bench[/NAME])")
@@ -45,15 +51,27 @@ def suite_folders(root: str | os.PathLike, *, skip_reference: bool = True) -> li
     return found
 
 
-def report_targets(results_dirs: Sequence[str], out: str | None) -> list[tuple[list[Path], Path | None]]:
+#: a ``--merge-suites`` name: it becomes the merged suite's name in titles, file names and CSV rows
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def report_targets(results_dirs: Sequence[str], out: str | None,
+                   merge: str | None = None) -> list[tuple[list[Path], Path | None]]:
     """What ``attnbench report`` writes: ``[(folders, out_dir)]``, one report per entry. A report
     covers one suite folder unless the user names several (then one combined report in
-    ``out``); committed reference results are never pooled with fresh ones."""
+    ``out``) or ``merge``s them (one report, in ``out`` or the one folder named); committed
+    reference results are never pooled with fresh ones."""
+    if merge is not None and not _NAME.fullmatch(merge):
+        raise ReportError(f"--merge-suites {merge!r}: expected a suite name of letters, digits, '_', '.' or '-' "
+                          "(e.g. --merge-suites speech_all)")
     if not results_dirs:
         folders = suite_folders("results")
         if not folders:
             raise ReportError("no suite folders under results/ (results/reference is left out unless named); "
                               "name one: attnbench report results/<suite>")
+        if merge is not None and out is None and len(folders) > 1:
+            raise ReportError(f"--merge-suites makes one report of the {len(folders)} suite folders under results/: "
+                              "name where with --out DIR")
         return [([f], None) for f in folders] if out is None or len(folders) == 1 else [(folders, Path(out))]
     for d in results_dirs:
         if not Path(d).is_dir():
@@ -66,6 +84,8 @@ def report_targets(results_dirs: Sequence[str], out: str | None) -> list[tuple[l
     folders = suite_folders(root, skip_reference=root.name != "reference" and "reference" not in root.parts)
     if len(folders) <= 1:
         return [([root], Path(out) if out else None)]
+    if merge is not None:
+        return [(folders, Path(out) if out else root)]
     if out is not None:
         raise ReportError(f"{root} holds {len(folders)} suites ({', '.join(f.name for f in folders)}): each is "
                           "reported in its own folder, so --out does not apply; name the folders to combine them")
@@ -76,9 +96,11 @@ def run_report_command(args: argparse.Namespace) -> int:
     """Handler for ``attnbench report``: writes each report and prints what it wrote. A
     :class:`ReportError` (nothing to report on, a bad folder) reaches the CLI as its usage
     error (exit code 2)."""
-    targets = report_targets(args.results_dirs, args.out)
+    merge = getattr(args, "merge_suites", None)
+    targets = report_targets(args.results_dirs, args.out, merge)
     for folders, out in targets:
-        written = write_report(folders if len(folders) > 1 else folders[0], out, bench_dirs=args.bench_dirs)
+        written = write_report(folders if len(folders) > 1 else folders[0], out, bench_dirs=args.bench_dirs,
+                               merge=merge)
         for key in ("REPORT.md", "report.html", "summary.csv"):
             print(f"wrote {written[key]}")
         n_plots = sum(1 for k in written if k.startswith("plots/"))

@@ -15,7 +15,8 @@ from typing import Any, Sequence
 from benchmarks.run.records import MANIFEST, load_records
 from benchmarks.report.results import Warn
 
-__all__ = ["RECORD_FIELDS", "NESTED_FIELDS", "record_problem", "manifest_problem", "load_inputs"]
+__all__ = ["RECORD_FIELDS", "NESTED_FIELDS", "record_problem", "manifest_problem", "load_inputs", "merge_suites",
+           "ORIGIN"]
 
 _SCALAR = (str, int, float)
 _NAME = (str, int)  # task, dataset and model names (a number is shown as its text)
@@ -155,3 +156,24 @@ def load_inputs(roots: Sequence[Path], warn: Warn) -> tuple[list[dict[str, Any]]
             records.append(rec)
         manifests += mans
     return records, manifests
+
+
+#: where a merged report (:func:`merge_suites`) keeps each record's and manifest cell's own suite
+ORIGIN = "merged_from"
+
+
+def merge_suites(records: list[dict[str, Any]], manifests: list[dict[str, Any]],
+                 name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Copies of ``records`` and ``manifests`` as one suite ``name`` (``attnbench report
+    --merge-suites``), each keeping its own suite under :data:`ORIGIN`: the report then groups
+    by task and dataset across suites, so that peers run from another config (the classic
+    models of speech.yaml beside modern_recurrence.yaml's recurrences) share one leaderboard and
+    its comparisons. A model that ran in several of the suites keeps a row per suite (see
+    :func:`~benchmarks.report.analysis.model_labels`)."""
+    recs = [{**r, "suite": name, ORIGIN: str(r.get("suite"))} for r in records]
+    mans = []
+    for m in manifests:
+        own = str(_suite_of(m))
+        cells = [{**c, "suite": name, ORIGIN: str(c.get("suite") or own)} for c in m.get("cells") or []]
+        mans.append({**m, "suite": name, ORIGIN: own, "cells": cells})
+    return recs, mans

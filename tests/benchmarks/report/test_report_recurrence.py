@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks import report
 from benchmarks.report.analysis import group_of
-from benchmarks.run.records import record_path, write_json_atomic
+from benchmarks.run.records import MANIFEST, record_path, write_json_atomic
 from tests.helpers.records import cid as _cid
 from tests.helpers.records import make_record as _record
 
@@ -82,3 +82,51 @@ def test_one_model_with_other_params_is_its_own_row() -> None:
     assert {m.model: len(m.values) for m in g.models} == {"mamba2 (mode=patches)": 3, "mamba2 (mode=rows)": 3}
     same = [dict(r, config={"model_params": {"mode": "rows", "d_model": 64}}) for r in recs]
     assert [m.model for m in group_of(same, "acc").models] == ["mamba2"]  # one configuration: its plain name
+
+
+def _suite_folder(root, suite: str, runs: dict) -> None:
+    """A results folder of ``suite``: its manifest and the records of ``runs`` (see RUNS)."""
+    recs = [dict(r, suite=suite, cell_id=_cid(suite, r["cell_id"])) for r in _records(runs)]
+    write_json_atomic(root / MANIFEST, {"suite": suite, "description": f"{suite} runs", "cells": [
+        {k: r[k] for k in ("cell_id", "task", "dataset", "model", "seed")} for r in recs]})
+    for r in recs:
+        write_json_atomic(record_path(root, r), r)
+
+
+def test_merged_suites_share_one_leaderboard(tmp_path) -> None:
+    """Peers run from another config (speech.yaml's classic models beside modern_recurrence.yaml's
+    recurrences): --merge-suites groups by task and dataset across the suites, so the modern
+    recurrence is compared with them; a model both suites ran keeps a row per suite."""
+    modern = {k: RUNS[k] for k in ("s4d", "mingru", "transformer")}
+    peers = {k: RUNS[k] for k in ("lstm", "tcn")} | {"transformer": (0.95, 0.96, 0.97)}
+    _suite_folder(tmp_path / "modern", "modern_recurrence", modern)
+    _suite_folder(tmp_path / "peers", "speech", peers)
+    apart = report.analyse([tmp_path / "modern", tmp_path / "peers"])
+    assert len(apart.groups) == 2 and apart.multi_suite  # without the option: one group per suite
+    an = report.analyse([tmp_path / "modern", tmp_path / "peers"], merge="speech_all")
+    (g,) = an.groups
+    assert (g.suite, not an.multi_suite) == ("speech_all", True) and not an.warnings.get("missing")
+    assert {m.model: len(m.values) for m in g.models} == {
+        "s4d": 3, "mingru": 3, "lstm": 3, "tcn": 3, "transformer [modern_recurrence]": 3, "transformer [speech]": 3}
+    by = {c.baseline_family: c for c in g.comparisons}
+    assert by["rnn"].attention.model == "transformer [speech]" and by["rnn"].baseline.model == "lstm"
+    written = report.write_report([tmp_path / "modern", tmp_path / "peers"], tmp_path / "out", merge="speech_all")
+    md = written["REPORT.md"].read_text()
+    assert "suites modern_recurrence, speech merged as speech_all" in md
+    sec = md[md.index("## Modern recurrence"):]
+    rows = [ln for ln in sec.splitlines() if ln.startswith("| toy")]
+    assert [r.split("|")[4].split(":")[0].strip() for r in rows] == ["lstm", "transformer [speech]", "tcn"]
+
+
+def test_merge_suites_on_the_command_line(tmp_path, capsys) -> None:
+    from benchmarks.cli import main
+
+    _suite_folder(tmp_path / "res" / "modern", "modern_recurrence", {k: RUNS[k] for k in ("s4d", "transformer")})
+    _suite_folder(tmp_path / "res" / "peers", "speech", {k: RUNS[k] for k in ("lstm", "tcn")})
+    assert main(["report", str(tmp_path / "res"), "--merge-suites", "speech_all"]) == 0  # a folder of suites
+    md = (tmp_path / "res" / "REPORT.md").read_text()
+    assert "| s4d: 0.9133" in md[md.index("## Modern recurrence"):]
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "res"), "--merge-suites", "a b"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--merge-suites 'a b'" in err[0] and "letters, digits" in err[0]
