@@ -276,6 +276,23 @@ def compile_callback():
     return CompileNetwork
 
 
+def null_profiler():
+    """The trainer's profiler: Lightning's default (``PassThroughProfiler``) opens a generator
+    context manager around every hook call of every callback and of the module (~50 a training
+    step here: ``_call_callback_hooks``), each a few Python frames for nothing; this one hands
+    out one shared ``nullcontext``. Part of the per-step host cost ``attnbench bench train``
+    measures against a bare loop (Python calls per step: tests/benchmarks/run/test_callbacks.py)."""
+    from lightning.pytorch.profilers import PassThroughProfiler
+
+    class NullProfiler(PassThroughProfiler):
+        _NULL = contextlib.nullcontext()
+
+        def profile(self, action_name: str):  # noqa: ARG002 - the name is not needed
+            return self._NULL
+
+    return NullProfiler()
+
+
 @contextlib.contextmanager
 def quiet_lightning():
     """Lightning's info banners and data-loader advice would bury the progress lines."""

@@ -20,7 +20,7 @@ from benchmarks.run import fingerprint as F
 from benchmarks.run.flops import FLOPS_RULE, flops_per_sample
 from benchmarks.run import records as R
 from benchmarks.run import scoring as S
-from benchmarks.run.callbacks import CellFailure, callbacks_module, quiet_lightning
+from benchmarks.run.callbacks import CellFailure, callbacks_module, null_profiler, quiet_lightning
 from benchmarks.run.measure import PeakMemory, is_oom_error
 from benchmarks.config.suite import Cell
 
@@ -63,6 +63,7 @@ def _trainer_kwargs(cell: Cell, opts: RunOptions, ckpt_dir: Path, time_cap_s: fl
         logger=_loggers(cell, opts.out),
         enable_progress_bar=False,
         enable_model_summary=False,
+        profiler=null_profiler(),
         num_sanity_val_steps=0,
         # our samplers shard themselves by rank (tasks/common/sampling.py); Lightning's
         # DistributedSampler wrapping would throw their length buckets away

@@ -150,6 +150,15 @@ class TaskModule(L.LightningModule):
         self.epoch_means: dict[str, dict[str, Tensor | float]] = {}
         self._unlogged: set[str] = set()  # stages whose epoch_means are not logged yet
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Lightning sets and restores ``_current_fx_name`` around every hook call (~30 times a
+        # training step); nn.Module.__setattr__'s parameter/buffer/module checks cost a dozen
+        # Python calls each time for a plain string attribute. Same result, without them.
+        if name == "_current_fx_name":
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
+
     # -- to implement ------------------------------------------------------------------
     def step(self, batch: Any, stage: str) -> StepOutput:  # pragma: no cover - abstract
         raise NotImplementedError
