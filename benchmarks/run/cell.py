@@ -43,6 +43,11 @@ class RunOptions:
     #: Run only the cells of these tasks (``--tasks``): a slice. The manifest still lists every
     #: cell of the suite, so the report counts the other slices' cells as still to run.
     only_tasks: tuple[str, ...] | None = None
+    #: Train only: the fit as configured (its validation and checkpoints included), then no
+    #: test (``bench train`` and ``attnbench profile``, which measure training steps; on real
+    #: data the beam-search test of a translation cell took 98 of a round's 180 s). The record
+    #: says so (``fit_only``) and has no test metrics.
+    fit_only: bool = False
 
 
 # ----------------------------------------------------------------------------- one cell
@@ -264,6 +269,9 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
             trainer.fit(module, datamodule=dm)
             fit_time = time.perf_counter() - t0
             rec["stop"] = B.stop_block(trainer, time_cap_s, calibration)
+            if opts.fit_only:
+                rec["epochs_run"], rec["fit_only"], rec["status"] = trainer.current_epoch, True, "ok"
+                return _stamped(rec, device, fingerprint)  # the finally below still runs (curve, clean-up)
             if not ckpt.best_model_path:
                 raise CellFailure(f"no validation metric {metric_key!r} was logged, so no best checkpoint exists")
             test_out = trainer.test(module, datamodule=dm, ckpt_path=ckpt.best_model_path, verbose=False)
@@ -322,6 +330,11 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
                 rec["epochs_run"] = monitor.curve[-1]["epoch"] + 1
         shutil.rmtree(ckpt_dir, ignore_errors=True)  # Lightning's full checkpoint; kept weights are beside the record
         gc.collect()
+    return _stamped(rec, device, fingerprint)
+
+
+def _stamped(rec: dict[str, Any], device: str, fingerprint: Any) -> dict[str, Any]:
+    """``rec`` with the environment it ran in and its finishing time."""
     rec["env"] = R.environment(device, fingerprint=fingerprint)
     rec["finished"] = R.now_iso()
     return rec

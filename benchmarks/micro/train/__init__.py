@@ -10,6 +10,10 @@ the device, no Lightning. Both in one process, ``rounds`` times interleaved (cel
 bare, ...), each after ``warmup`` steps: steps/s (median over rounds) and their ratio (the
 median of the per-round ratios, with their min and max), host-device synchronisations per step (:mod:`.syncs`), on CUDA the GPU
 busy fraction (profiler), and the training loader's own batches/s (is data loading the limit?).
+The cell is not tested after its training (``RunOptions.fit_only``); the first round's
+warm-up sets the timed steps of every round (``repeats`` at most, fewer where they would take
+longer than ``target_point_s``, ``min_repeats`` at least: a real-data translation step takes
+over a second on one CPU thread).
 
 Check: cell steps/s / bare steps/s >= ``min_ratio`` (0.9 on CPU, 0.8 on CUDA) for every row.
 Writes ``<out>/bench_train.json`` (after every point, atomically) and ``<out>/bench_train.png``.
@@ -37,7 +41,7 @@ DOMAINS = ("graphs", "pos_tagging", "translation", "speech", "vision")
 
 SCHEMA: dict[str, Any] = {
     **sweep_fields("train", dtypes=("float32",), dtype_doc="informative: each cell's trainer.precision decides",
-                   warmup=10, repeats=50, min_repeats=1, target_point_s=None, point_timeout_s=900.0,
+                   warmup=10, repeats=50, min_repeats=10, target_point_s=30.0, point_timeout_s=900.0,
                    unit="training steps", skip_doc="unused (every point is independent)"),
     "suite": Field("str", "quick", doc="suite config (name or path) whose cells are measured, synthetic data"),
     "real_suites": Field("list[str]", list(DOMAINS), doc="suite configs used instead with --data-dir (real data)"),
@@ -130,7 +134,8 @@ def plan_points(cfg: dict, device: str, *, data_dir: str | None = None, cache_di
                        "kwargs": {"cell": cell, "device": device, "data_dir": data_dir, "cache_dir": cache_dir,
                                   "warmup": cfg["warmup"], "steps": cfg["repeats"], "sync_steps": cfg["sync_steps"],
                                   "profile_steps": cfg["profile_steps"][device], "rounds": cfg["rounds"],
-                                  "loader_batches": cfg["loader_batches"], "threads": cfg["threads"]}})
+                                  "loader_batches": cfg["loader_batches"], "threads": cfg["threads"],
+                                  "target_s": cfg["target_point_s"], "min_steps": cfg["min_repeats"]}})
     return points
 
 
@@ -152,8 +157,10 @@ def _loader_rate(datamodule: Any, n: int) -> float | None:
 
 def point_train(*, cell: dict, device: str, data_dir: str | None, cache_dir: str | None, warmup: int, steps: int,
                 sync_steps: int, profile_steps: int, rounds: int, loader_batches: int,
-                threads: int | None = None) -> dict:
-    """``rounds`` x (the cell path, then the bare loop) on one cell; medians and spread."""
+                threads: int | None = None, target_s: float | None = None, min_steps: int = 1) -> dict:
+    """``rounds`` x (the cell path, then the bare loop) on one cell; medians and spread. With
+    ``target_s``, the first round's warm-up decides the timed steps of every round and side
+    (fewer than ``steps`` where they would take longer than ``target_s``, at least ``min_steps``)."""
     from benchmarks.config.suite import Cell
     from benchmarks.micro.common import attn_core_fingerprint
     from benchmarks.micro.train.bare import bare_loop
@@ -168,11 +175,13 @@ def point_train(*, cell: dict, device: str, data_dir: str | None, cache_dir: str
     with tempfile.TemporaryDirectory(prefix="attnbench-train-") as tmp:
         opts = RunOptions(out=Path(tmp), data_dir=Path(data_dir) if data_dir else None,
                           cache_dir=Path(cache_dir) if cache_dir else DEFAULT_CACHE, log=lambda s: None)
-        for _ in range(rounds):
-            probe = StepProbe(warmup=warmup, steps=steps, sync_steps=sync_steps, profile_steps=profile_steps)
+        for k in range(rounds):
+            probe = StepProbe(warmup=warmup, steps=steps, sync_steps=sync_steps, profile_steps=profile_steps,
+                              target_s=target_s if k == 0 else None, min_steps=min_steps)
             rec = probed_cell(c, "bench_train", opts, probe)
             if probe.module is None or not probe.segments:
                 raise RuntimeError(f"the cell did not train: {rec.get('reason')}")
+            steps = probe.steps  # fitted in the first round, kept after
             statuses.append(rec["status"] if rec["status"] == "ok" else f"failed: {rec.get('reason')}")
             cells.append(probe.summary())
             if loader is None:
@@ -194,6 +203,7 @@ def point_train(*, cell: dict, device: str, data_dir: str | None, cache_dir: str
         "cell_ops_per_step": cells[-1].get("ops_per_step"), "bare_ops_per_step": bares[-1].get("ops_per_step"),
         "cell_gpu_busy": med(cells, "gpu_busy_fraction"), "bare_gpu_busy": med(bares, "gpu_busy_fraction"),
         "loader_batches_per_s": loader, "cell_rounds": cells, "bare_rounds": bares, "cell_status": statuses,
+        "timed_steps": steps,
         "threads": nthreads, "attn_core_sha1": attn_core_fingerprint(),
     }
 
@@ -251,7 +261,8 @@ def plot_results(doc: dict, path: str | Path) -> None:
 # --------------------------------------------------------------------------- sweep
 _KEEP = ("status", "reason", "cell_steps_per_s", "bare_steps_per_s", "ratio", "ratio_min", "ratio_max", "ratios",
          "cell_syncs_per_step", "bare_syncs_per_step", "cell_syncs_by_op", "bare_syncs_by_op", "cell_ops_per_step",
-         "bare_ops_per_step", "cell_gpu_busy", "bare_gpu_busy", "loader_batches_per_s", "cell_status", "cell_rounds", "bare_rounds") + KEEP_RUN
+         "bare_ops_per_step", "cell_gpu_busy", "bare_gpu_busy", "loader_batches_per_s", "cell_status", "cell_rounds",
+         "bare_rounds", "timed_steps") + KEEP_RUN
 
 
 def _fmt(v: Any, spec: str = ".1f") -> str:
@@ -292,7 +303,8 @@ def run_sweep(cfg: dict, out_dir: str | Path, *, log: Callable[[str], None] = pr
     doc = sw.new_doc({
         "device": sw.device, "data": "real (--data-dir)" if data_dir else "synthetic",
         "suites": cfg["real_suites"] if data_dir else [cfg["suite"]], "warmup": cfg["warmup"],
-        "steps": cfg["repeats"], "sync_steps": cfg["sync_steps"], "rounds": cfg["rounds"], "min_ratio": min_ratio,
+        "steps": cfg["repeats"], "target_point_s": cfg["target_point_s"], "min_steps": cfg["min_repeats"],
+        "sync_steps": cfg["sync_steps"], "rounds": cfg["rounds"], "min_ratio": min_ratio,
         "measured": "steps/s of one cell's training through the real cell path (runner Trainer + task module + "
                     "callbacks, benchmarks.run.worker.train_cell) and through a bare PyTorch loop (same module, loss, "
                     "optimiser and schedule, batches pre-loaded on the device), interleaved in one process after "
@@ -301,7 +313,9 @@ def run_sweep(cfg: dict, out_dir: str | Path, *, log: Callable[[str], None] = pr
         **sw.limits(),
     }, tail={"checks": []})
     sw.open(doc, len(points), dtype="each cell's trainer.precision", noun="cells",
-            detail=f"{cfg['rounds']} rounds of {cfg['warmup']} + {cfg['repeats']} steps")
+            detail=f"{cfg['rounds']} rounds of {cfg['warmup']} + {cfg['repeats']} steps"
+            + (f" (fewer where they take over {cfg['target_point_s']:g} s, at least {cfg['min_repeats']})"
+               if cfg["target_point_s"] is not None else ""))
     sw.run(doc, points, keep=_KEEP, line=_line, where=lambda p: p["method"], group=lambda p: p["method"],
            skip_on=lambda p: ())
     sw.warn_code_changed(doc)

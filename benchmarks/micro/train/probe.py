@@ -2,7 +2,8 @@
 trainer (:func:`benchmarks.run.worker.train_cell` with ``callbacks=``), splits the training
 batches into phases, in this order:
 
-* ``warmup``: not measured (allocator, caches, lazy compile);
+* ``warmup``: not measured (allocator, caches, lazy compile); with a ``target_s``, each warm-up
+  step's duration sets how many steps the timed phase gets (:func:`fitted_steps`);
 * ``timed``: wall time of the steps (contiguous runs within an epoch, synchronised at both ends
   on CUDA; a run ends at the epoch's last batch, so validation is never timed, and the next
   run starts at a batch start, so the data loading before it is left out, a bias of at most
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import statistics
 import sys
 import time
 from typing import Any
@@ -34,7 +36,8 @@ import torch
 
 from benchmarks.micro.train.syncs import SyncCounter
 
-__all__ = ["StepProbe", "probed_cell", "busy_fraction", "covered", "profiled_window", "top_ops", "WINDOW"]
+__all__ = ["StepProbe", "fitted_steps", "probed_cell", "busy_fraction", "covered", "profiled_window", "top_ops",
+           "WINDOW"]
 
 PHASES = ("warmup", "timed", "syncs", "profile")
 
@@ -132,13 +135,29 @@ def top_ops(prof: Any, *, cuda: bool, rows: int = 15) -> dict[str, str]:
     return out
 
 
+def fitted_steps(durations: list[float], *, target_s: float, lo: int, hi: int) -> int:
+    """Timed steps that fit ``target_s`` at the median of the warm-up ``durations`` (the first left
+    out where there are more: allocator, caches, lazy compile), between ``lo`` and ``hi``."""
+    if not durations:
+        return hi
+    t = statistics.median(durations[1:] if len(durations) > 1 else durations)
+    n = int(target_s / t) if t > 0 else hi
+    return min(hi, max(lo, n))  # never above hi, even where lo > hi
+
+
 class StepProbe(L.Callback):
     """Phases of ``warmup``, ``steps``, ``sync_steps`` and ``profile_steps`` training batches
-    (see the module docstring); :meth:`summary` is the measurement."""
+    (see the module docstring); :meth:`summary` is the measurement. With ``target_s``, the
+    timed phase is cut to the steps that take about ``target_s`` at the warm-up steps' pace
+    (:func:`fitted_steps`, at least ``min_steps``), decided when the warm-up ends."""
 
-    def __init__(self, *, warmup: int, steps: int, sync_steps: int, profile_steps: int = 0) -> None:
+    def __init__(self, *, warmup: int, steps: int, sync_steps: int, profile_steps: int = 0,
+                 target_s: float | None = None, min_steps: int = 1) -> None:
         self.plan = [("warmup", warmup), ("timed", steps), ("syncs", sync_steps), ("profile", profile_steps)]
         self.total = warmup + steps + sync_steps + profile_steps
+        self.target_s, self.min_steps = target_s, min_steps
+        self._warm: list[float] = []  # durations of the warm-up steps (with target_s only)
+        self._wt0: float | None = None
         self.i = 0  # training batches seen
         self.segments: list[tuple[int, float]] = []  # (steps, seconds) of each timed run
         self._seg: list[float] | None = None  # [t0, steps] of the open run
@@ -175,8 +194,23 @@ class StepProbe(L.Callback):
     def on_fit_start(self, trainer, pl_module) -> None:
         self.cuda = trainer.strategy.root_device.type == "cuda"
 
+    @property
+    def steps(self) -> int:
+        """The timed steps planned (after a ``target_s`` fit: the fitted count)."""
+        return self.plan[1][1]
+
+    def _fit(self) -> None:
+        """End of the warm-up: cut the timed phase to ``target_s`` (the plan and the total)."""
+        n = fitted_steps(self._warm, target_s=self.target_s, lo=self.min_steps, hi=self.steps)
+        self.total -= self.steps - n
+        self.plan[1] = ("timed", n)
+        self.target_s = None  # decided once
+
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         ph = self.phase(self.i)
+        if ph == "warmup" and self.target_s is not None:
+            self._sync()
+            self._wt0 = time.perf_counter()
         if ph == "timed":
             self.batches.append(batch)
         if ph == "timed" and self._seg is None:
@@ -203,7 +237,13 @@ class StepProbe(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         ph = self.phase(self.i)
+        if ph == "warmup" and self._wt0 is not None:
+            self._sync()
+            self._warm.append(time.perf_counter() - self._wt0)
+            self._wt0 = None
         self.i += 1
+        if ph == "warmup" and self.target_s is not None and self.phase(self.i) != "warmup":
+            self._fit()
         nxt = self.phase(self.i)
         last = batch_idx + 1 >= trainer.num_training_batches  # validation may come next: close the runs
         if ph == "timed" and self._seg is not None:
@@ -289,12 +329,13 @@ class StepProbe(L.Callback):
 def probed_cell(cell: Any, suite: str, opts: Any, probe: StepProbe) -> dict[str, Any]:
     """Run ``cell`` through the worker's real path (:func:`benchmarks.run.worker.train_cell`:
     the runner's Trainer, task module and callbacks, ``trainer.compile`` included) with ``probe``
-    attached, for ``probe.total`` training steps at most (no early stop, no time budget); returns
-    the cell's record (its status says whether the rest of the cell, testing, went through)."""
+    attached, for ``probe.total`` training steps at most (no early stop, no time budget), then no
+    test (``RunOptions.fit_only``: the probe measures training steps only); returns the cell's
+    record (its status says whether training went through)."""
     from benchmarks.run.worker import train_cell
 
     t = dict(cell.config["trainer"])
     t.update(max_steps=probe.total, max_epochs=max(probe.total, 1), min_epochs=0, early_stopping_patience=None,
              max_time_s=None)
     short = dataclasses.replace(cell, config={**cell.config, "trainer": t})
-    return train_cell(short, suite, opts, callbacks=(probe,))
+    return train_cell(short, suite, dataclasses.replace(opts, fit_only=True), callbacks=(probe,))

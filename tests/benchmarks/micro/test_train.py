@@ -16,7 +16,7 @@ from benchmarks.config.schema import ConfigError
 from benchmarks.config.suite import expand, validate_suite
 from benchmarks.micro import train as bt
 from benchmarks.micro.train.bare import bare_loop, bare_step
-from benchmarks.micro.train.probe import StepProbe, probed_cell
+from benchmarks.micro.train.probe import StepProbe, fitted_steps, probed_cell
 from benchmarks.micro.train.syncs import SyncCounter
 from benchmarks.run.runner import RunOptions
 from tests.helpers import toy_task
@@ -89,6 +89,24 @@ def test_probe_times_the_real_cell_path_and_keeps_its_batches(tmp_path):
     assert sum(n for n, _ in s["segments"]) == 4 and len(s["segments"]) >= 2
     assert s["sync_steps"] == 2 and s["syncs_per_step"] == 0  # the NaN guard reads the loss once an epoch
     assert probe.i == probe.total == 8 and rec["epochs_run"] <= 3
+
+
+def test_fitted_steps_fit_the_target_at_the_warm_up_pace():
+    # the first warm-up step (allocator, caches, compile) is left out of the median
+    assert fitted_steps([9.0, 0.1, 0.2, 0.1], target_s=1.0, lo=1, hi=50) == 10
+    assert fitted_steps([0.5], target_s=1.0, lo=1, hi=50) == 2
+    assert fitted_steps([9.0, 0.001], target_s=1.0, lo=1, hi=50) == 50  # at most hi
+    assert fitted_steps([9.0, 2.0], target_s=1.0, lo=3, hi=50) == 3  # at least lo
+    assert fitted_steps([9.0, 2.0], target_s=1.0, lo=10, hi=4) == 4  # hi wins where lo > hi
+    assert fitted_steps([], target_s=1.0, lo=1, hi=7) == 7  # no warm-up: no fit
+
+
+def test_a_target_cuts_the_timed_steps_after_the_warm_up(tmp_path):
+    probe = StepProbe(warmup=3, steps=40, sync_steps=1, target_s=1e-9, min_steps=2)
+    rec = probed_cell(_toy_cell(), "t", RunOptions(out=tmp_path, cache_dir=tmp_path / "c", log=lambda s: None), probe)
+    assert rec["status"] == "ok", rec["reason"]
+    assert probe.steps == 2 and probe.summary()["steps"] == 2 and len(probe.batches) == 2
+    assert probe.i == probe.total == 3 + 2 + 1 and len(probe._warm) == 3
 
 
 def test_bare_step_matches_a_hand_written_loop():
@@ -164,6 +182,16 @@ def test_bad_models_value_and_missing_suite_are_config_errors(tmp_path):
     cfg = bt.load_config(_config(tmp_path, suite="nosuch"))
     with pytest.raises(ConfigError, match=r"suite config 'nosuch' not found \(a path, or one of: .*quick"):
         bt.select_cells(cfg, real=False, device="cpu")
+
+
+def test_the_first_rounds_fit_sets_every_rounds_and_the_bare_loops_steps(tmp_path):
+    out = tmp_path / "out"
+    cfg = _config(tmp_path, repeats=30, min_repeats=2, target_point_s=0)
+    assert cli(["bench", "train", "--config", cfg, "--out", str(out)]) == 0
+    (p,) = json.loads((out / "bench_train.json").read_text())["points"]
+    assert p["status"] == "ok", p.get("reason")
+    assert p["timed_steps"] == 2
+    assert [r["steps"] for r in p["cell_rounds"]] == [2, 2] and [r["steps"] for r in p["bare_rounds"]] == [2, 2]
 
 
 def test_tiny_sweep_through_the_cli(tmp_path, capsys):
