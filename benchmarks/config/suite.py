@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from benchmarks.config.budget import BUDGET_EXPECT, budget_ok
+from benchmarks.config.diagnostics import check_diagnostics
 from benchmarks.config.params import merge_params, rename_model_params, renamed_params
 from benchmarks.config.schema import (ConfigError, Field, Problems, Section, load_yaml, parse_override, set_path,
                                       validate)
@@ -116,6 +117,8 @@ CELL_FIELDS = {
     "trainer": Section({k: replace(f, default=None) for k, f in TRAINER_FIELDS.items()}, partial=True),
     "seeds": Field("any", None, nullable=True, doc="overrides the suite's seeds for this cell"),
     "train_fraction": Field("any", None, nullable=True, doc="overrides the suite's train_fraction for this cell"),
+    "diagnostic": Field("str", None, nullable=True, doc="the suite diagnostic (diagnostics: NAME) these cells "
+                        "belong to; part of the cell ids"),
     "test_sets": Field("any", {}, doc="{name: {dataset param: value}}: more test sets, each the cell's dataset with "
                        "these parameters changed (they may change the test split only), all scored at the best "
                        "checkpoint and stored in the record under test_sets"),
@@ -131,6 +134,8 @@ SUITE_SCHEMA = {
                             "so every model with the same seed sees the same examples"),
     "trainer": Section(TRAINER_FIELDS),
     "cells": Section(CELL_FIELDS, many=True),
+    "diagnostics": Field("any", {}, doc="named experiments with expected verdicts: {NAME: {title, tests, why, "
+                         "expect: ['attention > cnn', ...]}} (benchmarks.config.diagnostics)"),
     "micro_benchmarks": Field("list[str]", [], doc="micro-benchmarks (attnbench bench NAME) run after the cells, "
                               "with their default configs; output in <out>/bench/NAME"),
     "plugins": Field("list[str]", [], doc="plug-in modules to import first (like --plugin), in the driver and "
@@ -303,7 +308,8 @@ def validate_suite(raw: Any, source: str = "config", notices: list[str] | None =
     for i, name in enumerate(cfg.get("micro_benchmarks") or []):
         if name not in MICRO_BENCHMARKS:
             problems.add(f"{source}: micro_benchmarks[{i}]={name!r} is invalid: expected one of {', '.join(MICRO_BENCHMARKS)}")
-    _expand(cfg, source, problems)  # resolves every cell against the registries: fails early
+    cells = _expand(cfg, source, problems)  # resolves every cell against the registries: fails early
+    check_diagnostics(cfg, cells, source, problems)
     problems.raise_if_any()
     for line in deprecated:
         if notices is not None:
@@ -436,6 +442,8 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
                 }
                 if fraction < 1:  # absent at 1.0, so that existing cell ids stay valid
                     config["train_fraction"] = fraction
+                if entry.get("diagnostic"):  # absent when untagged, so that existing cell ids stay valid
+                    config["diagnostic"] = entry["diagnostic"]
                 if test_sets:  # absent when none, so that existing cell ids stay valid
                     config["test_sets"] = test_sets
                 if device != "cpu":  # a GPU cell is never the CPU record of the same config

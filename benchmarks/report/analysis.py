@@ -31,6 +31,7 @@ from benchmarks.report.results import (
     Warn,
     baseline_family,
     dataset_label,
+    diagnostic_of,
     group_title,
     short_commit,
 )
@@ -320,9 +321,11 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
     # ---- models per group, from records
     models: dict[tuple, ModelResult] = {}
     base_of: dict[tuple, tuple[str, float]] = {}
+    diag_of: dict[tuple, str | None] = {}
     group_recs: dict[tuple, list[dict]] = defaultdict(list)
     def gkey_of(item: dict[str, Any]) -> tuple:
-        return (str(item.get("suite")), str(item.get("task")), dataset_label(str(item.get("dataset")), _fraction_of(item)))
+        return (str(item.get("suite")), str(item.get("task")),
+                dataset_label(str(item.get("dataset")), _fraction_of(item), diagnostic_of(item)))
 
     have_ids = {r.get("cell_id") for r in records}  # a cell id hashes the resolved config
     absent = [c for c in cells if c["cell_id"] not in have_ids]
@@ -331,6 +334,7 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
         frac = _fraction_of(rec)
         gkey = gkey_of(rec)
         base_of[gkey] = (str(rec.get("dataset")), frac)
+        diag_of[gkey] = diagnostic_of(rec)
         group_recs[gkey].append(rec)
         _add_record(models, gkey, rec, warn, rel, labels[id(rec)])
 
@@ -338,8 +342,9 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
     for c in absent:
         suite, task, ds, model = str(c["suite"]), str(c.get("task")), str(c.get("dataset")), labels[id(c)]
         frac = _fraction_of(c)
-        ds = dataset_label(ds, frac)
+        ds = dataset_label(ds, frac, diagnostic_of(c))
         base_of.setdefault((suite, task, ds), (str(c.get("dataset")), frac))
+        diag_of.setdefault((suite, task, ds), diagnostic_of(c))
         m = models.get((suite, task, ds, model))
         if m is None:
             m = models[(suite, task, ds, model)] = ModelResult(suite, task, ds, model, str(c.get("family") or "other"),
@@ -373,7 +378,8 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
         _rank(gmodels, metric, mode, confidence, warn, where_g, multi, rel)
         _warn_checksums(recs, ds, where_g, warn)
         base, frac = base_of.get(gkey, (ds, 1.0))
-        g = Group(suite, task, ds, metric, mode, gmodels, base_dataset=base, train_fraction=frac)
+        g = Group(suite, task, ds, metric, mode, gmodels, base_dataset=base, train_fraction=frac,
+                  diagnostic=diag_of.get(gkey))
         g.comparisons = comparisons(g, confidence)
         groups.append(g)
 

@@ -6,6 +6,7 @@ variants, modern recurrence, the micro-benchmarks, data-size sweeps, warnings) a
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 from collections import defaultdict
 from pathlib import Path
@@ -26,6 +27,7 @@ from benchmarks.report.document import (
     render_markdown,
     write_text_atomic,
 )
+from benchmarks.report.diagnostics import as_json as diagnostics_json, diagnostic_blocks, evaluate as evaluate_diagnostics
 from benchmarks.report.environment import environment_blocks
 from benchmarks.report.format import fmt_metric, fmt_seconds, fmt_si, slug
 from benchmarks.report.inputs import ORIGIN
@@ -212,6 +214,8 @@ def write_report(
     blocks += environment_blocks(an)
     blocks += [Heading(2, "Overview", "overview")]
     overview_at = len(blocks)  # the warnings' summary goes here once every section has added its own
+    diagnostics = evaluate_diagnostics(an)
+    blocks += diagnostic_blocks(an, diagnostics)
     blocks.append(overview_table(an.groups, an.multi_suite))
     bench_warnings(bench_outputs(root, bench_dirs), warn)  # failed checks, busy machine, ...
     for g in an.groups:
@@ -241,6 +245,9 @@ def write_report(
     blocks += warning_blocks(warns)
 
     written["summary.csv"] = write_summary_csv(out / "summary.csv", summary_rows(an))
+    if diagnostics:
+        written["diagnostics.json"] = write_text_atomic(
+            out / "diagnostics.json", json.dumps(diagnostics_json(diagnostics), indent=1) + "\n")
     written["REPORT.md"] = write_text_atomic(out / "REPORT.md", render_markdown(blocks))
     written["report.html"] = write_text_atomic(out / "report.html", render_html(blocks, "attnbench report"))
     return written

@@ -16,7 +16,7 @@ from tasks.common.registry import FAMILIES  # the one list (the registry checks 
 
 __all__ = [
     "FAMILIES", "BASELINE_FAMILIES", "MODERN_RNN", "baseline_family", "CONFIDENCE", "METRIC_BOUNDS", "Warn", "ReportError", "ModelResult",
-    "Comparison", "Group", "Analysis", "group_title", "dataset_label", "short_commit", "longest_input",
+    "Comparison", "Group", "Analysis", "group_title", "dataset_label", "diagnostic_of", "short_commit", "longest_input",
     "record_window", "effective_pattern",
 ]
 
@@ -88,6 +88,7 @@ class Group:
     comparisons: list[Comparison] = field(default_factory=list)
     base_dataset: str = ""  # the dataset name without the training-set fraction
     train_fraction: float = 1.0
+    diagnostic: str | None = None  # the suite diagnostic its cells belong to (config diagnostics:)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -110,10 +111,19 @@ class Analysis:
     confidence: float
 
 
-def dataset_label(dataset: Any, fraction: float) -> str:
+def dataset_label(dataset: Any, fraction: float, diagnostic: str | None = None) -> str:
     """A group's dataset label: the name, plus the training-set fraction when below 1 (each
-    fraction of a data-size sweep is its own group: its leaderboard and comparisons)."""
-    return str(dataset) if fraction >= 1 else f"{dataset} [train {fraction * 100:.4g}%]"
+    fraction of a data-size sweep is its own group: its leaderboard and comparisons), plus the
+    suite diagnostic the cells belong to (``synthetic · far_dependency``: each its own group)."""
+    label = str(dataset) if fraction >= 1 else f"{dataset} [train {fraction * 100:.4g}%]"
+    return f"{label} · {diagnostic}" if diagnostic else label
+
+
+def diagnostic_of(item: dict[str, Any]) -> str | None:
+    """The suite diagnostic a record or manifest cell belongs to (its config's ``diagnostic``)."""
+    cfg = item.get("config")
+    tag = cfg.get("diagnostic") if isinstance(cfg, dict) else None
+    return str(tag) if tag else None
 
 
 def group_title(g: Group, multi: bool) -> str:

@@ -1,0 +1,222 @@
+"""The suite diagnostics in the report: what each expected, what the run found, and whether the
+two agree (:mod:`benchmarks.config.diagnostics` defines them).
+
+Each expectation ``LEFT REL RIGHT`` is tested like the report's other comparisons
+(:func:`benchmarks.report.analysis.compare_models`: paired t-interval over common seeds, else
+Welch; the verdict needs :data:`~benchmarks.report.stats.MIN_SEEDS` seeds) and read against
+the relation:
+
+* ``>`` / ``<``: **matched** when the verdict is better / worse, **not significant** when the
+  interval holds 0, **contradicted** when it is significant the other way;
+* ``~``: **matched** when the interval holds 0, **contradicted** when it excludes it;
+* **too few seeds** or **not run** where no verdict can be drawn.
+
+A family side is the family's best model by mean (the selection the interval does not account
+for, as in the comparisons). Reads only the analysis: no files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.config.diagnostics import FAMILY_NAMES, Expectation, parse_expectation
+from benchmarks.config.schema import ConfigError
+from benchmarks.report import stats
+from benchmarks.report.analysis import best_of, compare_models
+from benchmarks.report.document import Block, BulletList, Heading, Paragraph, Table
+from benchmarks.report.format import fmt_ci, fmt_metric
+from benchmarks.report.results import Analysis, Group, ModelResult, group_title
+
+__all__ = ["MATCHED", "NOT_SIGNIFICANT", "CONTRADICTED", "TOO_FEW", "NOT_RUN", "OUTCOMES", "DiagnosticRow",
+           "DiagnosticResult", "evaluate", "outcome_of", "diagnostic_blocks", "summary_lines", "as_json"]
+
+MATCHED, NOT_SIGNIFICANT, CONTRADICTED = "matched", "not significant", "contradicted"
+TOO_FEW, NOT_RUN = "too few seeds", "not run"
+OUTCOMES = (MATCHED, NOT_SIGNIFICANT, CONTRADICTED, TOO_FEW, NOT_RUN)
+
+
+@dataclass
+class DiagnosticRow:
+    """One expectation and what the run found."""
+
+    expectation: Expectation
+    outcome: str
+    left: ModelResult | None = None
+    right: ModelResult | None = None
+    diff: stats.Difference | None = None
+    verdict: str | None = None
+    note: str = ""
+
+    @property
+    def cost_ratios(self) -> tuple[float | None, float | None]:
+        """(train time, peak memory) of the left model over the right one."""
+        def ratio(key: str) -> float | None:
+            a = (self.left.cost or {}).get(key) if self.left else None
+            b = (self.right.cost or {}).get(key) if self.right else None
+            return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
+
+        return ratio("train_time_s_mean"), ratio("peak_mem_bytes")
+
+
+@dataclass
+class DiagnosticResult:
+    suite: str
+    name: str
+    definition: dict[str, Any]
+    group: Group | None
+    rows: list[DiagnosticRow] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return str(self.definition.get("title") or self.name)
+
+
+def outcome_of(exp: Expectation, verdict: str) -> str:
+    """The outcome of an expectation given the verdict of ``left - right``."""
+    if verdict == stats.TOO_FEW:
+        return TOO_FEW
+    if exp.rel == "~":
+        return MATCHED if verdict == stats.NO_DIFFERENCE else CONTRADICTED
+    if verdict == exp.expected_verdict:
+        return MATCHED
+    return NOT_SIGNIFICANT if verdict == stats.NO_DIFFERENCE else CONTRADICTED
+
+
+def _side(g: Group, name: str) -> ModelResult | None:
+    if name in FAMILY_NAMES:
+        return best_of(g, name)
+    for m in g.models:
+        if (m.model == name or m.model.startswith(name + " ")) and m.values:
+            return m
+    return None
+
+
+def _definitions(an: Analysis) -> list[tuple[str, str, dict[str, Any]]]:
+    """(suite, name, definition) of every diagnostic the manifests define, in config order."""
+    out, seen = [], set()
+    for man in an.manifests:
+        cfg = man.get("config") if isinstance(man, dict) else None
+        diags = cfg.get("diagnostics") if isinstance(cfg, dict) else None
+        if not isinstance(diags, dict):
+            continue
+        suite = str(man.get("suite"))
+        for name, body in diags.items():
+            if (suite, name) not in seen and isinstance(body, dict):
+                seen.add((suite, name))
+                out.append((suite, str(name), body))
+    return out
+
+
+def evaluate(an: Analysis) -> list[DiagnosticResult]:
+    """Every diagnostic of the analysed suites with its expectations tested."""
+    results = []
+    for suite, name, body in _definitions(an):
+        g = next((g for g in an.groups if g.suite == suite and g.diagnostic == name), None)
+        res = DiagnosticResult(suite, name, body, g)
+        for j, text in enumerate(body.get("expect") or []):
+            try:
+                exp = parse_expectation(text, f"diagnostics.{name}.expect[{j}]", "suite.json")
+            except ConfigError as err:  # a hand-edited manifest: say so, never crash the report
+                an.warnings.setdefault("diagnostics", []).append(str(err))
+                continue
+            left, right = (_side(g, exp.left), _side(g, exp.right)) if g else (None, None)
+            if left is None or right is None:
+                missing = [s for s, m in ((exp.left, left), (exp.right, right)) if m is None]
+                res.rows.append(DiagnosticRow(exp, NOT_RUN, left, right, note=f"no results for {', '.join(missing)}"))
+                continue
+            diff, verdict = compare_models(g, left, right, an.confidence)
+            res.rows.append(DiagnosticRow(exp, outcome_of(exp, verdict), left, right, diff, verdict))
+        results.append(res)
+    _warn_saturated(an, results)
+    return results
+
+
+def _warn_saturated(an: Analysis, results: list[DiagnosticResult]) -> None:
+    """A diagnostic whose best model reaches the metric's ceiling cannot rank the families."""
+    from benchmarks.report.results import METRIC_BOUNDS
+
+    for r in results:
+        g = r.group
+        bounds = METRIC_BOUNDS.get(g.metric) if g else None
+        if g and g.ranked and bounds and bounds[1] is not None and g.mode == "max" and g.ranked[0].mean >= bounds[1]:
+            an.warnings.setdefault("diagnostics", []).append(
+                f"diagnostic {r.name}: {g.ranked[0].model} reaches {g.metric} = {fmt_metric(bounds[1])} on every "
+                f"seed: the data saturates and cannot separate the models")
+
+
+def _found(row: DiagnosticRow, metric: str) -> str:
+    if row.diff is None:
+        return row.note or "–"
+    d = row.diff
+    ci = "identical seeds" if d.identical else fmt_ci(d.ci_low, d.ci_high, d.n, clipped=d.clipped)
+    return (f"{row.left.model} {fmt_metric(d.mean_a)} vs {row.right.model} {fmt_metric(d.mean_b)}: "
+            f"{d.diff:+.4g} {metric}, {int(round(d.confidence * 100))}% CI {ci}, n={d.n}")
+
+
+def _cost(row: DiagnosticRow) -> str:
+    t, m = row.cost_ratios
+    parts = ([f"time {t:.2g}x"] if t is not None else []) + ([f"memory {m:.2g}x"] if m is not None else [])
+    return ", ".join(parts) or "–"
+
+
+def diagnostic_blocks(an: Analysis, results: list[DiagnosticResult]) -> list[Block]:
+    """The overview's diagnostics: one table of every expectation (found vs expected) and, per
+    diagnostic, what it tests and why the order follows."""
+    if not results:
+        return []
+    rows, about = [], []
+    for r in results:
+        metric = r.group.metric if r.group else ""
+        where = f" ({group_title(r.group, an.multi_suite)})" if r.group else " (no results)"
+        about.append(f"{r.title}{where}: {r.definition.get('tests', '')} Expected: "
+                     f"{'; '.join(r.definition.get('expect') or []) or 'nothing stated'}. Why: {r.definition.get('why', '')}")
+        for row in r.rows:
+            rows.append([r.name, row.expectation.text, _found(row, metric), row.verdict or "–", _cost(row),
+                         f"**{row.outcome}**" if row.outcome == CONTRADICTED else row.outcome])
+    counts = {o: sum(row.outcome == o for r in results for row in r.rows) for o in OUTCOMES}
+    tally = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
+    return [
+        Heading(3, "Diagnostics: found vs expected", "diagnostics"),
+        Paragraph(f"Each diagnostic's data is built so that the model families separate for a stated reason; its "
+                  f"config names the comparisons it expects. {tally}.", "note"),
+        Table(["diagnostic", "expected", "found (left vs right)", "verdict", "cost left/right", "outcome"], rows),
+        BulletList(about),
+        Paragraph(f"A family stands for its best model by mean. Verdict: the {int(round(an.confidence * 100))}% "
+                  f"t-interval of left − right (paired over common seeds, else Welch) in the metric's direction; "
+                  f"fewer than {stats.MIN_SEEDS} seeds: too few seeds. '>' / '<' are matched by better / worse, "
+                  f"not significant when the interval holds 0, contradicted when it is significant the other way; "
+                  f"'~' is matched when the interval holds 0. Cost: mean train time and peak memory, left over "
+                  f"right.", "note"),
+    ]
+
+
+def summary_lines(results: list[DiagnosticResult]) -> list[str]:
+    """The diagnostics as terminal lines: one per expectation, found vs expected."""
+    lines = []
+    for r in results:
+        metric = r.group.metric if r.group else ""
+        for row in r.rows:
+            lines.append(f"  {row.outcome:<15} {r.name}: {row.expectation.text:<24} {_found(row, metric)}"
+                         + (f"  [{_cost(row)}]" if row.diff is not None else ""))
+    return lines
+
+
+def as_json(results: list[DiagnosticResult]) -> list[dict[str, Any]]:
+    """The rows as plain data (the report's ``diagnostics.json``: what ``attnbench run`` prints
+    at the end, and what tests and the results page read)."""
+    out = []
+    for r in results:
+        metric = r.group.metric if r.group else None
+        for row in r.rows:
+            d = row.diff
+            t, m = row.cost_ratios
+            out.append({
+                "suite": r.suite, "diagnostic": r.name, "title": r.title, "expect": row.expectation.text,
+                "outcome": row.outcome, "verdict": row.verdict, "metric": metric,
+                "left": row.left.model if row.left else None, "right": row.right.model if row.right else None,
+                "left_mean": d.mean_a if d else None, "right_mean": d.mean_b if d else None,
+                "diff": d.diff if d else None, "ci_low": d.ci_low if d else None, "ci_high": d.ci_high if d else None,
+                "n": d.n if d else None, "time_ratio": t, "memory_ratio": m, "found": _found(row, metric or ""),
+            })
+    return out
