@@ -2,7 +2,7 @@
 synthetic grammar with ambiguous words.
 
 Registers the ``pos_tagging`` task (headline metric ``acc``, UPOS token accuracy, higher is
-better) with its datasets (``ud``, ``synthetic``) and models (``transformer``,
+better) with its datasets (``ud``, ``synthetic``, ``synthetic_far``) and models (``transformer``,
 ``transformer_truncated``, ``bilstm``, ``cnn``, ``mlp``).
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 from tasks.common.registry import DatasetSpec, define_task
 from tasks.pos_tagging import models, modern, module
 from tasks.pos_tagging.data import SYNTHETIC_DEFAULTS, UD_DEFAULTS, build_synthetic, build_ud
+from tasks.pos_tagging.far import FAR_DEFAULTS, build_far
 from tasks.pos_tagging.module import PosTaggerModule
 
 __all__ = ["TASK", "PosTaggerModule"]
@@ -21,5 +22,8 @@ TASK = define_task(
     datasets=[DatasetSpec("ud", build_ud, UD_DEFAULTS,
                           description="Universal Dependencies treebank in CoNLL-U (default en_ewt), UPOS"),
               DatasetSpec("synthetic", build_synthetic, SYNTHETIC_DEFAULTS, synthetic=True,
-                          description="synthetic grammar: ambiguous words whose tag follows from the neighbours")],
+                          description="synthetic grammar: ambiguous words whose tag follows from the neighbours"),
+              DatasetSpec("synthetic_far", build_far, FAR_DEFAULTS, synthetic=True,
+                          description="diagnostic: ambiguous words tagged by the sentence's first word, "
+                                      "6+ words back (beyond a 2-layer CNN's reach)")],
 )

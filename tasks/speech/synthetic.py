@@ -18,6 +18,14 @@ __all__ = ["SYNTH_RATE", "make_synthetic", "SyntheticDataModule"]
 SYNTH_RATE = 8000
 
 
+def _orders(num_phones: int, phones_per_word: int | None) -> int:
+    """How many distinct words (orders of ``phones_per_word`` distinct phones) there are."""
+    k = num_phones if phones_per_word is None else phones_per_word
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= num_phones:
+        raise ValueError(f"phones_per_word={phones_per_word!r}; must be an int in 1..num_phones={num_phones}")
+    return math.factorial(num_phones) // math.factorial(num_phones - k)
+
+
 def make_synthetic(
     *,
     num_classes: int = 8,
@@ -27,6 +35,7 @@ def make_synthetic(
     max_phone_frames: int = 14,
     snr_db: float = 10.0,
     data_seed: int = 0,
+    phones_per_word: int | None = None,
 ) -> tuple[dict[str, list[Utterance]], list[str]]:
     """Spoken-word-like utterances at 8 kHz, generated from ``data_seed``.
 
@@ -36,9 +45,15 @@ def make_synthetic(
     noise, then each phone for ``min_phone_frames..max_phone_frames`` frames (random per phone,
     formants jittered by +-3%, raised-cosine edges, 20 ms pauses between phones), then noise;
     white noise at ``snr_db``. ``per_class`` = utterances per word in train, val, test.
+
+    ``phones_per_word`` (default ``num_phones``): each word is an order of that many distinct
+    phones; below ``num_phones`` words differ in WHICH phones they hold too, so a model that
+    ignores order (a bag of frames) tells some words apart and stays above chance.
     """
-    if num_classes > math.factorial(num_phones):
-        raise ValueError(f"num_classes={num_classes} > {num_phones}! orders of num_phones={num_phones} phones")
+    k = num_phones if phones_per_word is None else phones_per_word
+    orders = _orders(num_phones, phones_per_word)
+    if num_classes > orders:
+        raise ValueError(f"num_classes={num_classes} > {orders} orders of {k} of num_phones={num_phones} phones")
     if len(per_class) != 3 or min(per_class) < 1:
         raise ValueError(f"per_class={list(per_class)!r}; expected three positive counts (train, val, test)")
     g = torch.Generator().manual_seed(int(data_seed))
@@ -48,7 +63,7 @@ def make_synthetic(
     f2 = 1000 + 2000 * torch.randperm(64, generator=g)[:num_phones].float() / 64
     words: list[tuple[int, ...]] = []
     while len(words) < num_classes:
-        w = tuple(torch.randperm(num_phones, generator=g).tolist())
+        w = tuple(torch.randperm(num_phones, generator=g)[:k].tolist())
         if w not in words:
             words.append(w)
 
@@ -89,11 +104,14 @@ class SyntheticDataModule(SpeechDataModule):
     """:func:`make_synthetic` in either task form (no cache: it is regenerated in a second)."""
 
     def __init__(self, *, num_classes: int = 8, num_phones: int = 4, per_class: Sequence[int] = (40, 10, 20),
-                 snr_db: float = 10.0, **kwargs: Any) -> None:
+                 snr_db: float = 10.0, phones_per_word: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.synth = dict(num_classes=num_classes, num_phones=num_phones, per_class=list(per_class), snr_db=snr_db)
-        if num_classes > math.factorial(num_phones):
-            raise ValueError(f"num_classes={num_classes} > {num_phones}! orders of num_phones={num_phones} phones")
+        if phones_per_word is not None:  # absent by default: the data of earlier configs is unchanged
+            self.synth["phones_per_word"] = phones_per_word
+        if num_classes > _orders(num_phones, phones_per_word):
+            raise ValueError(f"num_classes={num_classes} > {_orders(num_phones, phones_per_word)} orders of "
+                             f"phones_per_word={phones_per_word} of num_phones={num_phones} phones")
 
     def utterances(self) -> tuple[dict[str, list[Utterance]], list[str], int]:
         utts, names = make_synthetic(**self.synth, data_seed=self.data_seed)
