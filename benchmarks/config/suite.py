@@ -433,7 +433,7 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
                 config = {
                     "task": task.name,
                     "dataset": ds.name,
-                    "dataset_params": resolved["dataset_params"],
+                    "dataset_params": ds.without_defaults(resolved["dataset_params"]),  # ids stay valid
                     "model": name,
                         "model_params": spec.without_defaults(resolved[f"model_params.{name}"]),  # ids stay valid
                     "module_params": resolved["module_params"],

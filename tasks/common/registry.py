@@ -281,6 +281,13 @@ class DatasetSpec:
     description: str = ""
     #: explicit limits of some ``params`` (others follow :func:`param_bounds`' rule)
     bounds: Mapping[str, Bounds] = field(default_factory=dict)
+    #: parameters added after records were written: out of a cell's resolved config (and id) while
+    #: at their default, so existing cell ids stay valid (as :attr:`ModelSpec.omit_when_default`)
+    omit_when_default: tuple[str, ...] = ()
+
+    def without_defaults(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` less the :attr:`omit_when_default` keys that keep their default."""
+        return {k: v for k, v in params.items() if not (k in self.omit_when_default and v == self.params.get(k))}
 
 
 @dataclass

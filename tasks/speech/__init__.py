@@ -19,6 +19,7 @@ __all__ = ["TASK", "SpeechModule"]
 TASK = define_task(
     "speech", metric="acc", mode="max", module=module, models=[models, modern],
     description="spoken words: utterance classification and frame tagging of long concatenations",
-    datasets=[DatasetSpec(name, builder(name), params, synthetic=synthetic, description=desc)
+    datasets=[DatasetSpec(name, builder(name), params, synthetic=synthetic, description=desc,
+                          omit_when_default=("phones_per_word",))
               for name, (_cls, _form, params, synthetic, desc) in DATASET_DEFAULTS.items()],
 )

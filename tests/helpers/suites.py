@@ -6,6 +6,8 @@ from pathlib import Path
 
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
+#: quick.yaml as it was before the diagnostics (de04abc): tests that pin cell ids read it
+QUICK_V1 = CONFIGS / "quick_v1.yaml"
 
 
 def config_text(name: str) -> str:
