@@ -312,7 +312,7 @@ _AMBIG = {"NV": ("NOUN", "VERB"), "DP": ("DET", "PRON"), "AP": ("ADP", "PART"), 
           "XV": ("AUX", "VERB")}
 
 
-def _lexicon(g: torch.Generator, sizes: dict[str, int], suffix_p: float) -> dict[str, list[str]]:
+def make_lexicon(g: torch.Generator, sizes: dict[str, int], suffix_p: float) -> dict[str, list[str]]:
     """Distinct pseudo-words per class; open classes often carry a tag-specific suffix."""
     used: set[str] = set()
     lex: dict[str, list[str]] = {}
@@ -353,7 +353,7 @@ def make_synthetic_corpus(num_sentences: int, *, data_seed: int = 0, p_ambiguous
     sizes = {"NOUN": n_open, "VERB": n_open * 2 // 3, "ADJ": n_open // 2, "ADV": n_open // 5, "DET": 6,
              "PRON": 6, "ADP": 8, "AUX": 4, "CCONJ": 3, "PART": 2, "NV": num_ambiguous, "DP": 3, "AP": 2,
              "JR": max(2, num_ambiguous // 2), "XV": 3}
-    lex = _lexicon(g, sizes, suffix_p)
+    lex = make_lexicon(g, sizes, suffix_p)
     weights = {c: 1.0 / torch.arange(1, len(ws) + 1, dtype=torch.float64) ** zipf for c, ws in lex.items()}
     ambig_for = {t: [a for a, ts in _AMBIG.items() if t in ts] for t in UPOS}
 
@@ -426,16 +426,16 @@ class SyntheticTaggingDataModule(TaggingDataModule):
 
 
 # ----------------------------------------------------------------------------- builders
-_COMMON = {"min_freq": 2, "lowercase": True, "max_word_chars": 24, "batch_size": 32, "max_tokens": None,
+LOADER_DEFAULTS = {"min_freq": 2, "lowercase": True, "max_word_chars": 24, "batch_size": 32, "max_tokens": None,
            "eval_batch_size": 128}
 UD_DEFAULTS: dict[str, Any] = {"treebank": "en_ewt", "ud_repo": None, "release": "r2.16", "train_file": None,
-                               "dev_file": None, "test_file": None, "download": True, **_COMMON}
+                               "dev_file": None, "test_file": None, "download": True, **LOADER_DEFAULTS}
 SYNTHETIC_DEFAULTS: dict[str, Any] = {"num_train": 1500, "num_val": 300, "num_test": 300, "data_seed": 0,
                                       "p_ambiguous": 0.5, "open_class_size": 300, "num_ambiguous": 40,
-                                      "suffix_p": 0.7, **_COMMON}
+                                      "suffix_p": 0.7, **LOADER_DEFAULTS}
 
 
-def _check_keys(params: dict, defaults: dict, name: str) -> None:
+def check_keys(params: dict, defaults: dict, name: str) -> None:
     unknown = [k for k in params if k not in defaults]
     if unknown:
         raise ValueError(f"{name}: unknown params {unknown}; valid: {', '.join(sorted(defaults))}")
@@ -443,7 +443,7 @@ def _check_keys(params: dict, defaults: dict, name: str) -> None:
 
 def build_ud(data_dir=None, cache_dir=None, seed: int = 0, **params: Any) -> UDDataModule:
     """DatasetSpec builder; the run seed only shuffles batches (the data is fixed)."""
-    _check_keys(params, UD_DEFAULTS, "ud")
+    check_keys(params, UD_DEFAULTS, "ud")
     dm = UDDataModule(data_dir=data_dir, cache_dir=cache_dir, **{**UD_DEFAULTS, **params})
     dm.shuffle_seed = int(seed)
     return dm
@@ -452,7 +452,7 @@ def build_ud(data_dir=None, cache_dir=None, seed: int = 0, **params: Any) -> UDD
 def build_synthetic(data_dir=None, cache_dir=None, seed: int = 0, **params: Any) -> SyntheticTaggingDataModule:
     """DatasetSpec builder: the corpus depends on ``data_seed``, never on the run seed."""
     del data_dir, cache_dir
-    _check_keys(params, SYNTHETIC_DEFAULTS, "synthetic")
+    check_keys(params, SYNTHETIC_DEFAULTS, "synthetic")
     dm = SyntheticTaggingDataModule(**{**SYNTHETIC_DEFAULTS, **params})
     dm.shuffle_seed = int(seed)
     return dm

@@ -14,7 +14,7 @@ ambiguous word takes, so:
 * no model reaches 100%: unseen filler words without a tag-bearing suffix cannot be told apart.
 
 Filler words are drawn Zipf-distributed from the same pseudo-word lexicon as the ``synthetic``
-grammar (:func:`tasks.pos_tagging.data._lexicon`). Deterministic from ``data_seed``.
+grammar (:func:`tasks.pos_tagging.data.make_lexicon`). Deterministic from ``data_seed``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from tasks.pos_tagging.data import _COMMON, Sentence, SyntheticTaggingDataModule, _check_keys, _lexicon
+from tasks.pos_tagging.data import LOADER_DEFAULTS, Sentence, SyntheticTaggingDataModule, check_keys, make_lexicon
 
 __all__ = ["make_far_corpus", "FarTaggingDataModule", "FAR_DEFAULTS", "build_far"]
 
@@ -44,7 +44,7 @@ def make_far_corpus(num_sentences: int, *, data_seed: int = 0, min_gap: int = 5,
     g = torch.Generator().manual_seed(int(data_seed))
     n = open_class_size
     sizes = {"NOUN": n, "VERB": n * 2 // 3, "ADJ": n // 2, "ADV": n // 5, "DET": 4, "PRON": 4, "NV": num_ambiguous}
-    lex = _lexicon(g, sizes, suffix_p)
+    lex = make_lexicon(g, sizes, suffix_p)
     weights = {c: 1.0 / torch.arange(1, len(ws) + 1, dtype=torch.float64) ** zipf for c, ws in lex.items()}
 
     def pick(cls: str) -> str:
@@ -86,13 +86,13 @@ class FarTaggingDataModule(SyntheticTaggingDataModule):
 
 FAR_DEFAULTS: dict[str, Any] = {"num_train": 800, "num_val": 200, "num_test": 300, "data_seed": 0, "min_gap": 5,
                                 "max_gap": 8, "tail": 4, "p_ambiguous": 1.0, "open_class_size": 300,
-                                "num_ambiguous": 30, "suffix_p": 0.7, **_COMMON}
+                                "num_ambiguous": 30, "suffix_p": 0.7, **LOADER_DEFAULTS}
 
 
 def build_far(data_dir=None, cache_dir=None, seed: int = 0, **params: Any) -> FarTaggingDataModule:
     """DatasetSpec builder: the corpus depends on ``data_seed``, never on the run seed."""
     del data_dir, cache_dir
-    _check_keys(params, FAR_DEFAULTS, "synthetic_far")
+    check_keys(params, FAR_DEFAULTS, "synthetic_far")
     dm = FarTaggingDataModule(**{**FAR_DEFAULTS, **params})
     dm.shuffle_seed = int(seed)
     return dm

@@ -67,7 +67,7 @@ def _evaluate(module, dm, split="test") -> float:
 # --------------------------------------------------------------------------- registry
 def test_task_registered(task):
     assert (task.name, task.metric, task.mode) == ("pos_tagging", "acc", "max")
-    assert set(task.datasets.names()) == {"ud", "synthetic"}
+    assert set(task.datasets.names()) == {"ud", "synthetic", "synthetic_far"}
     assert task.datasets.get("synthetic").synthetic and not task.datasets.get("ud").synthetic
     assert set(task.models.names()) == set(MODELS) | set(VARIANTS) | {"modern_rnn", *CELLS}
     assert {task.models.get(n).family for n in MODELS} == set(FAMILIES)
