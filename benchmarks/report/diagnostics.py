@@ -17,7 +17,9 @@ for, as in the comparisons). Reads only the analysis: no files.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from benchmarks.config.diagnostics import FAMILY_NAMES, Expectation, parse_expectation
@@ -29,7 +31,7 @@ from benchmarks.report.format import fmt_ci, fmt_metric
 from benchmarks.report.results import Analysis, Group, ModelResult, group_title
 
 __all__ = ["MATCHED", "NOT_SIGNIFICANT", "CONTRADICTED", "TOO_FEW", "NOT_RUN", "OUTCOMES", "DiagnosticRow",
-           "DiagnosticResult", "evaluate", "outcome_of", "diagnostic_blocks", "summary_lines", "as_json"]
+           "DiagnosticResult", "evaluate", "outcome_of", "diagnostic_blocks", "summary_lines", "read_summary", "as_json"]
 
 MATCHED, NOT_SIGNIFICANT, CONTRADICTED = "matched", "not significant", "contradicted"
 TOO_FEW, NOT_RUN = "too few seeds", "not run"
@@ -191,15 +193,28 @@ def diagnostic_blocks(an: Analysis, results: list[DiagnosticResult]) -> list[Blo
     ]
 
 
-def summary_lines(results: list[DiagnosticResult]) -> list[str]:
-    """The diagnostics as terminal lines: one per expectation, found vs expected."""
+def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The diagnostics as terminal lines, one per expectation (found vs expected), from the rows
+    of :func:`as_json` (``diagnostics.json``), with a closing tally."""
     lines = []
-    for r in results:
-        metric = r.group.metric if r.group else ""
-        for row in r.rows:
-            lines.append(f"  {row.outcome:<15} {r.name}: {row.expectation.text:<24} {_found(row, metric)}"
-                         + (f"  [{_cost(row)}]" if row.diff is not None else ""))
+    for r in rows:
+        cost = [f"{k} {r[f'{k}_ratio']:.2g}x" for k in ("time", "memory") if r.get(f"{k}_ratio") is not None]
+        lines.append(f"  {r['outcome']:<15} {r['diagnostic']}: {r['expect']:<30} {r['found']}"
+                     + (f"  [{', '.join(cost)}]" if cost else ""))
+    tally = {o: sum(r["outcome"] == o for r in rows) for o in OUTCOMES}
+    if rows:
+        lines.append(f"  {len(rows)} expectations: " + ", ".join(f"{n} {o}" for o, n in tally.items() if n))
     return lines
+
+
+def read_summary(out_dir: str | Path) -> list[str]:
+    """:func:`summary_lines` of the ``diagnostics.json`` a report wrote into ``out_dir`` (none: [])."""
+    path = Path(out_dir) / "diagnostics.json"
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return summary_lines(rows) if isinstance(rows, list) else []
 
 
 def as_json(results: list[DiagnosticResult]) -> list[dict[str, Any]]:

@@ -92,3 +92,13 @@ def test_saturated_data_is_a_warning(tmp_path):
 ])
 def test_outcome_rule(rel, verdict, outcome):
     assert outcome_of(Expectation("a", rel, "b"), verdict) == outcome
+
+
+def test_terminal_summary(built, tmp_path):
+    from benchmarks.report.diagnostics import read_summary, summary_lines
+
+    lines = summary_lines(built["rows"])
+    assert len(lines) == len(EXPECT) + 1
+    assert lines[0].split()[:3] == ["matched", "order:", "attention"] and "transformer 0.92 vs lstm 0.61" in lines[0]
+    assert "time " in lines[0] and lines[-1] == "  6 expectations: 3 matched, 1 not significant, 1 contradicted, 1 not run"
+    assert read_summary(tmp_path) == []  # no diagnostics.json: nothing to print
