@@ -1,0 +1,36 @@
+"""The results page is generated, never hand-edited: a fresh build from results/page.yaml and the
+committed reference records must equal the committed results/README.md; a spec naming a folder or
+group that is not there is one line (exit 2)."""
+
+from __future__ import annotations
+
+import yaml
+
+from benchmarks.report.page import PAGE_SPEC, build_page, main
+
+
+def test_committed_page_is_current():
+    committed = (PAGE_SPEC.parent / "README.md").read_text(encoding="utf-8")
+    assert committed == build_page(PAGE_SPEC), "results/README.md is stale: run attnbench page and commit it"
+
+
+def test_page_shape():
+    text = build_page(PAGE_SPEC)
+    assert text.index("## Where attention wins, ties and loses") < text.index("## Graphs: Cora node classification")
+    assert "| best modern recurrence |" in text and "| no-context floor |" in text
+    assert "Other runs (labelled; never part of the headline)" in text
+
+
+def test_bad_spec_is_one_line(tmp_path, capsys):
+    spec = yaml.safe_load(PAGE_SPEC.read_text(encoding="utf-8"))
+    spec["headline"] = [{**spec["headline"][0], "dataset": "citeseer"}]
+    bad = tmp_path / "page.yaml"
+    bad.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    (tmp_path / "reference").symlink_to(PAGE_SPEC.parent / "reference")
+    assert main([str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("attnbench page: error: page.yaml: no graphs/citeseer results in")
+    spec["headline"][0]["folder"] = "reference/nowhere"
+    bad.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    assert main([str(bad)]) == 2
+    assert "does not exist" in capsys.readouterr().err
