@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import yaml
 
-from benchmarks.report.page import PAGE_SPEC, build_page, main
+from benchmarks.report.page import PAGE_SPEC, build_page, main, patched_readme, stale
 
 
-def test_committed_page_is_current():
-    committed = (PAGE_SPEC.parent / "README.md").read_text(encoding="utf-8")
-    assert committed == build_page(PAGE_SPEC), "results/README.md is stale: run attnbench page and commit it"
+def test_committed_page_and_readme_headline_are_current():
+    assert stale(PAGE_SPEC) == [], "run attnbench page and commit results/README.md and README.md"
+
+
+def test_readme_block_is_replaced_and_required():
+    from benchmarks.report.page import README_END, README_START, PageError
+    import pytest
+
+    text = f"top\n{README_START}\nold table\n{README_END}\nbottom\n"
+    assert patched_readme(text, "NEW") == f"top\n{README_START}\nNEW\n{README_END}\nbottom\n"
+    with pytest.raises(PageError, match="no generated headline block"):
+        patched_readme("no markers", "NEW")
 
 
 def test_page_shape():
