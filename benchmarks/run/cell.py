@@ -300,6 +300,7 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
                     else None,
                     "peak_mem_bytes": peak_bytes,
                     "peak_mem_kind": "cuda_allocated" if peak.cuda else "cpu_rss_growth",
+                    "optimizer_impl": getattr(module, "optimizer_impl", None),  # fused / foreach / for-loop
                 }
             )
             extras = getattr(module, "report_extras", None)

@@ -41,6 +41,22 @@ SCHEDULERS = ("none", "cosine", "inverse_sqrt")
 STAGES = ("train", "val", "test")
 
 
+#: floating-point dtypes torch's fused Adam/AdamW kernels take
+_FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def optimizer_impl(params: list[Tensor]) -> str:
+    """Which Adam/AdamW implementation to run for ``params``: ``"fused"`` (one kernel for every
+    parameter's update) when every parameter is a floating-point CUDA tensor, else torch's own
+    default: ``"foreach"`` (multi-tensor) on CUDA, ``"for-loop"`` on the CPU. The record stores it
+    (``cost.optimizer_impl``)."""
+    params = [p for p in params if p.requires_grad]
+    on_cuda = bool(params) and all(p.is_cuda for p in params)
+    if on_cuda and all(p.dtype in _FUSED_DTYPES and not p.is_sparse for p in params):
+        return "fused"
+    return "foreach" if on_cuda else "for-loop"
+
+
 # ----------------------------------------------------------------------------- across ranks
 def world_size() -> int:
     """How many ranks train this cell: the initialised process group's size, else 1."""
@@ -284,10 +300,13 @@ class TaskModule(L.LightningModule):
         # one group with lr/weight_decay, plus one per hint a recurrence put on its A/Lambda/Delta
         # (no decay, own lr); without hints it is the single group it always was
         params = param_groups(self, hp.lr, hp.weight_decay)
+        impl = optimizer_impl([p for g in params for p in (g["params"] if isinstance(g, dict) else [g])])
+        self.optimizer_impl = impl if hp.optimizer in ("adam", "adamw") else ("foreach" if impl != "for-loop" else impl)
+        fused = {"fused": True} if self.optimizer_impl == "fused" else {}
         if hp.optimizer == "adam":
-            opt = torch.optim.Adam(params, lr=hp.lr, weight_decay=hp.weight_decay)
+            opt = torch.optim.Adam(params, lr=hp.lr, weight_decay=hp.weight_decay, **fused)
         elif hp.optimizer == "adamw":
-            opt = torch.optim.AdamW(params, lr=hp.lr, weight_decay=hp.weight_decay)
+            opt = torch.optim.AdamW(params, lr=hp.lr, weight_decay=hp.weight_decay, **fused)
         else:
             opt = torch.optim.SGD(params, lr=hp.lr, weight_decay=hp.weight_decay, momentum=0.9)
         if hp.scheduler == "none" and hp.warmup_steps == 0:

@@ -157,6 +157,7 @@ def test_record_contents_and_best_checkpoint_is_tested(tmp_path):
     for key in ("params", "flops_per_sample", "train_time_s", "train_samples_per_s", "infer_samples_per_s", "peak_mem_bytes"):
         assert rec["cost"][key] is not None and rec["cost"][key] >= 0, key
     assert rec["cost"]["params"] == 4 * 2 + 2
+    assert rec["cost"]["optimizer_impl"] == "for-loop"  # CPU: torch's default (fused is for CUDA)
     assert rec["cost"]["train_tokens_per_s"] == pytest.approx(rec["cost"]["train_samples_per_s"] * 4)
     assert rec["env"]["torch"] == torch.__version__ and "git_commit" in rec["env"]
     assert rec["config"]["seed"] == 0 and rec["data"]["checksum"].startswith("sha256:")
