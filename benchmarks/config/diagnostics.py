@@ -80,6 +80,7 @@ def check_diagnostics(cfg: dict[str, Any], cells: Iterable[Any], source: str, pr
     ``cells`` (each with ``config['diagnostic']`` when tagged): every tag names a defined
     diagnostic, every diagnostic has cells, every expectation parses and names a family or a
     model those cells run. Problems are added to ``problems``."""
+    earlier = len(problems) > 0  # cells left out by an earlier problem (bad seeds, model, ...)
     raw = cfg.get("diagnostics") or {}
     entries = cfg.get("cells") if isinstance(cfg.get("cells"), list) else []
     if not isinstance(raw, Mapping):
@@ -108,6 +109,8 @@ def check_diagnostics(cfg: dict[str, Any], cells: Iterable[Any], source: str, pr
             runs[tag][c.model] = c.family
     for name, body in defined.items():
         models = runs[name]
+        if not models and earlier:
+            continue  # that problem is the one to fix; its cells are not expanded
         if not models:
             problems.add(f"{source}: diagnostics.{name}: no cell runs it (tag cells with diagnostic: {name})")
             continue

@@ -74,3 +74,10 @@ def test_not_a_mapping():
 def test_parse_expectation_spacing():
     e = parse_expectation("  attention>cnn ", "x", "s")
     assert (e.left, e.rel, e.right, e.text) == ("attention", ">", "cnn", "attention > cnn")
+
+
+def test_no_cascade_after_an_earlier_problem():
+    cfg = _suite(["attention > other"])
+    cfg["seeds"] = 0
+    problems = _problems(cfg)
+    assert len(problems) == 1 and "seeds=0 is invalid" in problems[0], problems
