@@ -140,6 +140,9 @@ SUITE_SCHEMA = {
                               "with their default configs; output in <out>/bench/NAME"),
     "plugins": Field("list[str]", [], doc="plug-in modules to import first (like --plugin), in the driver and "
                      "every worker, so the cells may use what they register; not part of the cell ids"),
+    "jobs": Field("int", None, nullable=True, minimum=1, doc="cells at once on the local launcher when --jobs is "
+                  "not given (each with cores / jobs threads): small cells finish sooner side by side; not part "
+                  "of the cell ids"),
     "keep_checkpoints": Field("bool", False, doc="keep each cell's best weights beside its record (<record>.pt, "
                               "weights only), for attnbench eval; not part of the cell ids"),
 }
