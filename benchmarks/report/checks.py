@@ -1,13 +1,15 @@
 """What the micro-benchmarks next to a results folder say about themselves: their failed checks
 and the warnings they stored (a busy machine at start, attn_core changing mid-sweep, a plot
 that failed). The report lists them under Warnings and at the top of the Overview;
-:func:`failed_checks` is what ``attnbench run`` needs to fail on a failed check as it does on a
-failed cell.
+:func:`failed_checks` gives ``attnbench run`` the targets this machine missed, which it lists
+first in its closing summary (a finding about the machine; they fail the run only with
+``--strict``).
 
 A check is ``{"name", "value", "target", "pass", "note"?}`` (:mod:`benchmarks.micro.checks`):
 ``pass`` False is a failure; True a pass (an expected outcome that was met, such as
-``oom (expected)``, included); None is information, or a target that does not apply to the
-sizes measured (the report says "not applicable", never "FAIL").
+``oom (expected)``, included); None is information, a time ratio whose interval could not
+decide (``decision: inconclusive``), or a target that does not apply to the sizes measured
+(the report says "not applicable", never "FAIL").
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from benchmarks.micro.checks import interval_text
 from benchmarks.report.micro import bench_candidate_dirs, find_bench
 from benchmarks.report.results import Warn
 
@@ -63,10 +66,11 @@ def bench_outputs(results_dir: str | os.PathLike,
 
 
 def check_message(name: str, check: dict[str, Any]) -> str:
-    """``bench NAME: FAIL <check>: <value> (target <target>)``, with the check's note."""
+    """``bench NAME: FAIL <check>: <value> (target <target>)``, with the interval of a time ratio
+    (``95% CI 1.12-1.23, 10 interleaved rounds``) and the check's note."""
     v = check.get("value")
     value = f"{v:.4g}" if isinstance(v, float) else ("–" if v is None else str(v))
-    note = f"; {check['note']}" if check.get("note") else ""
+    note = "".join(f"; {t}" for t in (interval_text(check), check.get("note")) if t)
     return f"bench {name}: FAIL {check.get('name')}: {value} (target {check.get('target')}){note}"
 
 
@@ -80,9 +84,9 @@ def _failed(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
 def failed_checks(results_dir: str | os.PathLike,
                   bench_dirs: Sequence[str | os.PathLike] | None = None) -> list[str]:
     """One line per failed micro-benchmark check next to ``results_dir`` (as its report finds
-    them), naming the benchmark, the check, its value and target; empty when every check passed
-    or was information. ``attnbench run`` counts each as a failure (exit code 1 unless
-    ``--allow-failures``)."""
+    them), naming the benchmark, the check, its value and target; empty when every check passed,
+    was inconclusive or was information. ``attnbench run`` lists them first in its summary and
+    counts them as failures only with ``--strict``."""
     return [f"{check_message(b.name, c)} [{b.json_path}]"
             for b in bench_outputs(results_dir, bench_dirs) for c in _failed(b.doc)]
 

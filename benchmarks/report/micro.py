@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from benchmarks.micro.checks import interval_text
 from benchmarks.report.document import Block, Heading, Image, Paragraph, Table
 from benchmarks.report.format import as_number, fmt_seconds
 from benchmarks.report.results import Warn
@@ -99,10 +100,13 @@ def bench_attention_blocks(bench: BenchAttention, plots_dir: Path, out_dir: Path
 
 
 def check_result(c: dict[str, Any]) -> str:
-    """A check's result column: PASS (an expected outcome that was met included), FAIL, info
+    """A check's result column: PASS (an expected outcome that was met included), FAIL,
+    inconclusive (a time ratio whose confidence interval straddles the target), info
     (undecided: a comparison with the paper, a failed baseline), or "not applicable" for an
     undecided expected outcome (target ``... (expected)``, e.g. an OOM expected only at sizes the
     sweep did not reach; its note says why): never a word that reads like a failure when it is none."""
+    if c.get("decision") == "inconclusive":
+        return "inconclusive"
     p = c.get("pass")
     if p is True:
         return "PASS"
@@ -114,7 +118,8 @@ def check_result(c: dict[str, Any]) -> str:
 
 
 def checks_blocks(doc: dict[str, Any] | None) -> list[Block]:
-    """A micro-benchmark's ``checks`` as a table (result, check, value, target, note)."""
+    """A micro-benchmark's ``checks`` as a table (result, check, value, target, note; a time
+    ratio's note leads with its confidence interval and rounds)."""
     checks = (doc or {}).get("checks")
     if isinstance(checks, list) and checks:
         rows = []
@@ -127,7 +132,7 @@ def checks_blocks(doc: dict[str, Any] | None) -> list[Block]:
                 str(c.get("name", "")),
                 f"{v:.4g}" if isinstance(v, float) else ("–" if v is None else str(v)),
                 str(c.get("target", "")),
-                str(c.get("note") or ""),
+                "; ".join(t for t in (interval_text(c), str(c.get("note") or "")) if t),
             ])
         return [Heading(3, "Checks"), Table(["result", "check", "value", "target", "note"], rows)]
     if doc is not None:

@@ -17,8 +17,16 @@ Forward + backward time and peak memory of
   ``dense_masked`` (the same projections with dense attention over all nodes, masked by
   :func:`attn_core.graph_mask`: O(N^2), expected to run out of memory on big graphs).
 
-Every point runs in a fresh process (:func:`benchmarks.run.measure.run_isolated`) with a time
-limit and, on CPU, a memory cap, so out-of-memory points become ``status: "oom"`` records.
+Each time check of ours against its peer (``ours_full / sdpa`` at ``L >= 1024``, ``ours_graph /
+pyg_transformerconv`` at the largest graph, ``ours_encoder / torch_encoder``) has its own paired
+point: both built in one process and timed in interleaved rounds, the check passing, failing or
+inconclusive by the confidence interval of the ratio (:mod:`benchmarks.micro.attention.pairs`).
+
+With ``isolate: true`` (the full sweep) every point runs in a fresh process
+(:func:`benchmarks.run.measure.run_isolated`) with a time limit and, on CPU, a memory cap, so
+out-of-memory points become ``status: "oom"`` records; with ``isolate: false`` (the quick
+sweep, whose sizes fit anywhere) they run in this process, without the ~2-5 s of imports each
+fresh process costs.
 Peak memory is the growth over the inputs during one more forward + backward call after
 the timed ones (gradients included; prebuilt masks are reported separately as
 ``static_bytes``). The 1-minute load average before each point is recorded: other
@@ -53,6 +61,7 @@ from benchmarks.micro.attention.points import (
     attention_flops,
     point_graph,
     point_matmul,
+    point_pair,
     point_sequence,
 )
 from benchmarks.micro.attention.sweep import plan_points, run_sweep

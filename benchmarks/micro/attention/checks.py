@@ -1,12 +1,21 @@
-"""The checks of ``attnbench bench attention``: ours against SDPA and PyG, truncated against
-full, linear memory growth, the dense graph baseline running out of memory (the variants' own
-checks: :func:`benchmarks.micro.attention.variants.variant_checks`)."""
+"""The checks of ``attnbench bench attention``: ours against SDPA, PyG and torch.nn's encoder
+layer in time (from paired points, decided by the interval of the ratio:
+:mod:`benchmarks.micro.attention.pairs`), truncated against full, linear memory growth, the
+dense graph baseline running out of memory (the variants' own checks:
+:func:`benchmarks.micro.attention.variants.variant_checks`)."""
 
 from __future__ import annotations
 
-from benchmarks.micro.attention.encoder import encoder_checks
+from benchmarks.micro.attention.encoder import KIND as ENCODER
+from benchmarks.micro.attention.pairs import LIMITS, pair_index
 from benchmarks.micro.attention.variants import variant_checks
-from benchmarks.micro.checks import check as _check, doubling_check, format_checks as _format_checks, ratio_check
+from benchmarks.micro.checks import (
+    check as _check,
+    doubling_check,
+    format_checks as _format_checks,
+    interval_check,
+    ratio_check,
+)
 
 __all__ = ["compute_checks", "format_checks"]
 
@@ -21,19 +30,25 @@ def _index(points: list[dict]) -> dict:
     return idx
 
 
+def _time_check(name: str, pair: dict | None, ours: dict | None, base: dict | None) -> list[dict]:
+    """The interval check of one paired point (none when it was not measured)."""
+    if pair is None:
+        return []
+    c = interval_check(name, pair, LIMITS[(pair["ours"], pair["peer"])], ours=ours, base=base,
+                       confidence=pair.get("confidence", 0.95))
+    return [c] if c else []
+
+
 def compute_checks(points: list[dict], growth_limit: float = 2.3) -> list[dict]:
     """Targets evaluated from the measured points; checks whose points are absent are omitted
     (the variants' ones: :func:`~benchmarks.micro.attention.variants.variant_checks`)."""
-    idx = _index(points)
+    idx, pairs = _index(points), pair_index(points)
     checks: list[dict] = []
     seq_L = sorted({r["L"] for r in points if r["kind"] == "sequence"})
 
-    for L in seq_L:  # 1. ours_full is SDPA plus (almost) nothing
-        if L >= 1024:
-            c = ratio_check(f"time ours_full / sdpa @ L={L}", idx.get(("seq", "ours_full", L)),
-                             idx.get(("seq", "sdpa", L)), "<= 1.10", lambda v: v <= 1.10)
-            if c:
-                checks.append(c)
+    for (o, p, L), pair in sorted((k, v) for k, v in pairs.items() if k[:2] == ("ours_full", "sdpa")):
+        # 1. ours_full is SDPA plus (almost) nothing
+        checks += _time_check(f"time ours_full / sdpa @ L={L}", pair, idx.get(("seq", o, L)), idx.get(("seq", p, L)))
     # 2. truncated is faster than full at long L
     full, trunc = idx.get(("seq", "ours_full", 8192)), idx.get(("seq", "ours_truncated_w128", 8192))
     if full is not None and trunc is not None:
@@ -62,10 +77,8 @@ def compute_checks(points: list[dict], growth_limit: float = 2.3) -> list[dict]:
     if sizes:
         N, E = sizes[-1]
         ours, pyg = idx.get(("graph", "ours_graph", N, E)), idx.get(("graph", "pyg_transformerconv", N, E))
-        c = ratio_check(f"time ours_graph / pyg_transformerconv @ N={N} E={E}", ours, pyg, "<= 1.0",
-                         lambda v: v <= 1.0)
-        if c:
-            checks.append(c)
+        checks += _time_check(f"time ours_graph / pyg_transformerconv @ N={N} E={E}",
+                              pairs.get(("ours_graph", "pyg_transformerconv", (N, E))), ours, pyg)
         c = ratio_check(f"peak mem ours_graph / pyg_transformerconv @ N={N} E={E}", ours, pyg, "<= 0.6",
                          lambda v: v <= 0.6, key="peak_mem_bytes")
         if c:
@@ -83,7 +96,12 @@ def compute_checks(points: list[dict], growth_limit: float = 2.3) -> list[dict]:
             else:
                 checks.append(_check(f"dense_masked status @ N={N} E={E}", st, "oom (expected)", False,
                                      note=dense.get("reason")))
-    return checks + encoder_checks(points) + variant_checks(points, growth_limit)
+    enc = {r["method"]: r for r in points if r["kind"] == ENCODER}
+    for (o, p, size), pair in pairs.items():
+        if (o, p) == ("ours_encoder", "torch_encoder"):
+            B, L = size
+            checks += _time_check(f"time ours_encoder / torch_encoder @ B={B} L={L}", pair, enc.get(o), enc.get(p))
+    return checks + variant_checks(points, growth_limit)
 
 
 def format_checks(checks: list[dict]) -> str:

@@ -1,5 +1,6 @@
 """The config of ``attnbench bench attention``: its schema (the shared sweep fields plus the
-``sequence``, ``band_compare``, ``graph``, ``variants`` and ``matmul`` sections), its loader and the
+``sequence``, ``band_compare``, ``graph``, ``variants``, ``encoder``, ``paired`` and ``matmul``
+sections), its loader and the
 dtype rule."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 from benchmarks.config import CONFIG_DIR
 from benchmarks.config.schema import ConfigError, Field, Section
 from benchmarks.micro.attention.encoder import SECTION as ENCODER_SECTION
+from benchmarks.micro.attention.pairs import SECTION as PAIRED_SECTION
 from benchmarks.micro.attention.variants import SECTION as VARIANTS_SECTION, variant_patterns
 from benchmarks.micro.common import sweep_fields
 from benchmarks.micro.sweep import config_loader
@@ -49,6 +51,7 @@ SCHEMA: dict[str, Any] = {
     }),
     "variants": VARIANTS_SECTION,
     "encoder": ENCODER_SECTION,
+    "paired": PAIRED_SECTION,
     "matmul": Section({
         "enabled": Field("bool", True, doc="measure a large matmul as the peak rate for TFLOP/s"),
         "size": Field("per_device[int]", {"cpu": 2048, "cuda": 8192}, minimum=16),

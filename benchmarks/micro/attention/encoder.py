@@ -1,16 +1,18 @@
 """The encoder-layer peer check of ``attnbench bench attention``: attnbench's
 ``attn_core.TransformerEncoderLayer`` against ``torch.nn.TransformerEncoderLayer`` (the layer a
 user would pick instead), same sizes, pre-LN, GELU, batch-first, one padded batch of real
-sentence lengths, forward + backward in training mode. Target: ours <= 1.2x torch.nn's time."""
+sentence lengths, forward + backward in training mode. Target: ours <= 1.2x torch.nn's time
+(checked from a paired point: :mod:`benchmarks.micro.attention.pairs`)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from benchmarks.config.schema import Field, Section
-from benchmarks.micro.checks import ratio_check
 from benchmarks.micro.common import attn_core_fingerprint, set_threads
 from benchmarks.run import measure
 
-__all__ = ["SECTION", "KIND", "METHODS", "POS_LENGTHS", "plan_encoder_points", "point_encoder", "encoder_checks"]
+__all__ = ["SECTION", "KIND", "METHODS", "POS_LENGTHS", "plan_encoder_points", "encoder_step", "point_encoder"]
 
 KIND = "encoder"
 METHODS = ("ours_encoder", "torch_encoder")
@@ -43,18 +45,17 @@ def plan_encoder_points(cfg: dict, device: str, common: dict) -> list[dict]:
     } for impl in enc["methods"]]
 
 
-def point_encoder(
+def encoder_step(
     *, impl: str, d_model: int, heads: int, dim_feedforward: int, dropout: float, lengths: list[int], dtype: str,
-    device: str, seed: int, warmup: int, repeats: int, min_repeats: int, target_s: float | None,
-    threads: int | None = None,
-) -> dict:
-    """Forward + backward (loss = output.sum()) of one encoder layer on a ``(B, L, E)`` batch
-    whose rows have the given real lengths."""
+    device: str, seed: int,
+) -> tuple[Callable[[], None], dict]:
+    """Forward + backward (loss = output.sum()) of one encoder layer on a ``(B, L, E)`` batch whose
+    rows have the given real lengths, as a step to time, and what the point records beside its
+    times (``params``, ``real_tokens``)."""
     import torch
 
     import attn_core
 
-    nthreads = set_threads(threads)
     dt = getattr(torch, dtype)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     b, length = len(lengths), max(lengths)
@@ -81,22 +82,22 @@ def point_encoder(
         for p in params:
             p.grad = None
 
+    return step, {"params": sum(p.numel() for p in params), "real_tokens": int(sum(lengths))}
+
+
+def point_encoder(
+    *, impl: str, d_model: int, heads: int, dim_feedforward: int, dropout: float, lengths: list[int], dtype: str,
+    device: str, seed: int, warmup: int, repeats: int, min_repeats: int, target_s: float | None,
+    threads: int | None = None,
+) -> dict:
+    """One encoder point: :func:`encoder_step` timed, then its peak memory."""
+    nthreads = set_threads(threads)
+    step, info = encoder_step(impl=impl, d_model=d_model, heads=heads, dim_feedforward=dim_feedforward,
+                              dropout=dropout, lengths=lengths, dtype=dtype, device=device, seed=seed)
     res = measure.measure_step(
         step, device=device, warmup=warmup, repeats=repeats, min_repeats=min_repeats, target_s=target_s
     )
-    res["params"] = sum(p.numel() for p in params)
-    res["real_tokens"] = int(sum(lengths))
+    res.update(info)
     res["threads"] = nthreads
     res["attn_core_sha1"] = attn_core_fingerprint()
     return res
-
-
-def encoder_checks(points: list[dict]) -> list[dict]:
-    """``time ours_encoder / torch_encoder <= 1.2`` when both points ran."""
-    idx = {r["method"]: r for r in points if r.get("kind") == KIND}
-    if not idx:
-        return []
-    L, B = next(iter(idx.values())).get("L"), next(iter(idx.values())).get("B")
-    c = ratio_check(f"time ours_encoder / torch_encoder @ B={B} L={L}", idx.get("ours_encoder"),
-                    idx.get("torch_encoder"), "<= 1.2", lambda v: v <= 1.2)
-    return [c] if c else []

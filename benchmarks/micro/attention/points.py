@@ -1,29 +1,33 @@
-"""The measured points of ``attnbench bench attention`` (each runs in a worker process, named
-by its ``target``): a sequence point, a graph point, the matmul peak-rate reference, and the
-useful-FLOPs count of attention."""
+"""The measured points of ``attnbench bench attention`` (each runs in a worker process, or inline,
+named by its ``target``): a sequence point, a graph point, the paired timing of a time check
+(ours and its peer in interleaved rounds), the matmul peak-rate reference, and the useful-FLOPs
+count of attention. ``sequence_step``/``graph_step`` build what a point times."""
 
 from __future__ import annotations
+
+from typing import Any, Callable
 
 from benchmarks.micro.attention.config import GRAPH_METHODS, SEQ_METHODS
 from benchmarks.micro.common import attn_core_fingerprint, make_inputs, set_threads
 from benchmarks.micro.live_memory import add_live_peak
+from benchmarks.micro.paired import time_interleaved
 from benchmarks.run import measure
 
-__all__ = ["point_sequence", "point_graph", "point_matmul", "attended_pairs", "attention_flops"]
+__all__ = ["sequence_step", "graph_step", "point_sequence", "point_graph", "point_pair", "point_matmul",
+           "attended_pairs", "attention_flops"]
 
 
-def point_sequence(
+def sequence_step(
     *, impl: str, L: int, window: int | None, batch: int, heads: int, head_dim: int, causal: bool,
-    dtype: str, device: str, seed: int, warmup: int, repeats: int, min_repeats: int, target_s: float | None,
-    threads: int | None = None,
-) -> dict:
-    """One sequence point: forward + backward of ``impl`` on random ``(B, H, L, D)`` inputs."""
+    dtype: str, device: str, seed: int,
+) -> tuple[Callable[[], None], dict]:
+    """Forward + backward of ``impl`` on random ``(B, H, L, D)`` inputs, as a step to time, and
+    what the point records beside its times (``static_bytes``, ``input_bytes``)."""
     import torch
     import torch.nn.functional as F
 
     import attn_core
 
-    nthreads = set_threads(threads)
     dt = getattr(torch, dtype)
     q, k, v, dout = make_inputs((batch, heads, L, head_dim), 4, dt, device, seed)
     for t in (q, k, v):
@@ -52,11 +56,22 @@ def point_sequence(
         del out
         q.grad = k.grad = v.grad = None
 
+    return step, {"static_bytes": static_bytes, "input_bytes": 4 * q.numel() * q.element_size()}
+
+
+def point_sequence(
+    *, impl: str, L: int, window: int | None, batch: int, heads: int, head_dim: int, causal: bool,
+    dtype: str, device: str, seed: int, warmup: int, repeats: int, min_repeats: int, target_s: float | None,
+    threads: int | None = None,
+) -> dict:
+    """One sequence point: forward + backward of ``impl`` on random ``(B, H, L, D)`` inputs."""
+    nthreads = set_threads(threads)
+    step, info = sequence_step(impl=impl, L=L, window=window, batch=batch, heads=heads, head_dim=head_dim,
+                               causal=causal, dtype=dtype, device=device, seed=seed)
     res = measure.measure_step(
         step, device=device, warmup=warmup, repeats=repeats, min_repeats=min_repeats, target_s=target_s
     )
-    res["static_bytes"] = static_bytes
-    res["input_bytes"] = 4 * q.numel() * q.element_size()
+    res.update(info)
     res["threads"] = nthreads
     res["attn_core_sha1"] = attn_core_fingerprint()
     return res
@@ -90,16 +105,15 @@ def _dense_masked_module(embed_dim: int, heads: int):
     return DenseMaskedGraphAttention()
 
 
-def point_graph(
+def graph_step(
     *, impl: str, nodes: int, edges: int, embed_dim: int, heads: int, dtype: str, device: str, seed: int,
-    warmup: int, repeats: int, min_repeats: int, target_s: float | None, threads: int | None = None,
-) -> dict:
-    """One graph point: forward + backward (loss = output.sum()) on a random graph."""
+) -> tuple[Callable[[], None], dict]:
+    """Forward + backward (loss = output.sum()) of ``impl`` on a random graph, as a step to time,
+    and what the point records beside its times (``static_bytes``, ``input_bytes``, ``params``)."""
     import torch
 
     import attn_core
 
-    nthreads = set_threads(threads)
     dt = getattr(torch, dtype)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.randn(nodes, embed_dim, generator=gen).to(device=device, dtype=dt).requires_grad_()
@@ -134,13 +148,45 @@ def point_graph(
         for p in params:
             p.grad = None
 
+    return step, {"static_bytes": static_bytes, "params": sum(p.numel() for p in params),
+                  "input_bytes": x.numel() * x.element_size() + edge_index.numel() * edge_index.element_size()}
+
+
+def point_graph(
+    *, impl: str, nodes: int, edges: int, embed_dim: int, heads: int, dtype: str, device: str, seed: int,
+    warmup: int, repeats: int, min_repeats: int, target_s: float | None, threads: int | None = None,
+) -> dict:
+    """One graph point: forward + backward (loss = output.sum()) on a random graph."""
+    nthreads = set_threads(threads)
+    step, info = graph_step(impl=impl, nodes=nodes, edges=edges, embed_dim=embed_dim, heads=heads, dtype=dtype,
+                            device=device, seed=seed)
     res = measure.measure_step(
         step, device=device, warmup=warmup, repeats=repeats, min_repeats=min_repeats, target_s=target_s
     )
     add_live_peak(res, step, device)  # CPU: live tensor bytes, not RSS (small graphs are RSS noise)
-    res["static_bytes"] = static_bytes
-    res["input_bytes"] = x.numel() * x.element_size() + edge_index.numel() * edge_index.element_size()
-    res["params"] = sum(p.numel() for p in params)
+    res.update(info)
+    res["threads"] = nthreads
+    res["attn_core_sha1"] = attn_core_fingerprint()
+    return res
+
+
+def point_pair(
+    *, build: str, ours: str, peer: str, shape: dict[str, Any], dtype: str, device: str, seed: int, warmup: int,
+    repeats: int, min_repeats: int, target_s: float | None, threads: int | None = None,
+) -> dict:
+    """One paired timing for a time check: the steps of ``ours`` and ``peer`` (implementations
+    of the ``build`` kind: ``sequence``, ``graph`` or ``encoder``, with the keyword arguments
+    ``shape``) built in this process on the same inputs, then timed in interleaved rounds
+    (:func:`benchmarks.micro.paired.time_interleaved`): ``ours_ms`` and ``peer_ms``."""
+    from benchmarks.micro.attention.encoder import encoder_step
+
+    builders = {"sequence": sequence_step, "graph": graph_step, "encoder": encoder_step}
+    if build not in builders:
+        raise ValueError(f"unknown pair kind {build!r}; valid: {', '.join(builders)}")
+    nthreads = set_threads(threads)
+    steps = [builders[build](impl=impl, **shape, dtype=dtype, device=device, seed=seed)[0] for impl in (ours, peer)]
+    res = time_interleaved(*steps, warmup=warmup, repeats=repeats, min_repeats=min_repeats, target_s=target_s,
+                           sync=measure.device_sync(device))
     res["threads"] = nthreads
     res["attn_core_sha1"] = attn_core_fingerprint()
     return res

@@ -1,6 +1,6 @@
 """Planning and running ``attnbench bench attention``: every point in run order (matmul
 reference, sequences by increasing ``L``, the variants, the band-mask comparison, graphs by
-increasing size), then the shared sweep (:class:`benchmarks.micro.sweep.Sweep`) with the
+increasing size, the paired timings of the time checks), then the shared sweep (:class:`benchmarks.micro.sweep.Sweep`) with the
 attention-specific parts: TFLOP/s of sequence points and their fraction of the matmul rate."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from benchmarks.micro.attention.checks import compute_checks, format_checks
 from benchmarks.micro.attention.config import resolve_dtype
 from benchmarks.micro.attention.plot import plot_results
 from benchmarks.micro.attention.encoder import plan_encoder_points
+from benchmarks.micro.attention.pairs import KIND as PAIR, plan_pair_points
 from benchmarks.micro.attention.points import attention_flops
 from benchmarks.micro.attention.variants import KIND as VARIANT, plan_variant_points
 from benchmarks.micro.common import KEEP_RUN, KEEP_TIMING, mib, status_line, timing_text
@@ -25,7 +26,8 @@ TARGET = "benchmarks.micro.attention"
 
 def plan_points(cfg: dict, device: str, dtype: str) -> list[dict]:
     """Every measurement point, in run order: the matmul reference, sequence points by
-    increasing ``L``, the band-mask comparison, graph points by increasing size."""
+    increasing ``L``, the variants, the encoder layers, the band-mask comparison, graph points
+    by increasing size, then one paired point per time check (:mod:`~benchmarks.micro.attention.pairs`)."""
     common = {
         "dtype": dtype, "device": device, "seed": cfg["seed"], "warmup": cfg["warmup"],
         "repeats": cfg["repeats"], "min_repeats": cfg["min_repeats"], "target_s": cfg["target_point_s"],
@@ -83,11 +85,12 @@ def plan_points(cfg: dict, device: str, dtype: str) -> list[dict]:
                 "kwargs": {"impl": impl, "nodes": size["nodes"], "edges": size["edges"],
                            "embed_dim": g["embed_dim"], "heads": g["heads"], **common},
             })
-    return points
+    return points + plan_pair_points(cfg, device, common)
 
 
 
-_KEEP = KEEP_TIMING + ("static_bytes", "input_bytes", "params", "flops", "tflops", "tflops_best") + KEEP_RUN
+_KEEP = (KEEP_TIMING + ("static_bytes", "input_bytes", "params", "flops", "tflops", "tflops_best", "ours_ms", "peer_ms")
+         + KEEP_RUN)
 
 
 def _describe(p: dict) -> str:
@@ -95,12 +98,19 @@ def _describe(p: dict) -> str:
         return f"matmul n={p['n']} {p['matmul_dtype']}"
     if p["kind"] == "graph":
         return f"graph {p['method']:<22} N={p['N']} E={p['E']}"
+    if p["kind"] == PAIR:
+        size = f"N={p['N']} E={p['E']}" if "N" in p else f"L={p['L']}"
+        return f"pair  {p['method']:<22} {size}"
     tag = {VARIANT: "var", "encoder": "enc"}.get(p["kind"], "seq")
     return f"{tag:<5} {p['method']:<22} L={p['L']}"
 
 
 
 def _ok_text(p: dict, r: dict) -> str:
+    if p["kind"] == PAIR:
+        med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+        return (f"ok    {med(r['ours_ms']):10.2f} ms vs {med(r['peer_ms']):.2f} ms (medians of {r['repeats']} "
+                f"interleaved rounds)  [{r.get('process_wall_s', r.get('wall_s', 0)):.1f}s]")
     if p["kind"] == "matmul":
         return timing_text(r) + f"  {r['tflops']:.3f} TFLOP/s"
     return timing_text(r) + f"  peak +{mib(r.get('peak_mem_bytes'))}  [{r.get('process_wall_s', r.get('wall_s', 0)):.1f}s]"

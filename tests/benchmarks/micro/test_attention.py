@@ -25,6 +25,7 @@ TINY = {
     "graph": {"sizes": [{"nodes": 100, "edges": 400}, {"nodes": 200, "edges": 1000}]},
     "matmul": {"size": 64, "repeats": 2},
     "encoder": {"d_model": 16, "heads": 2, "dim_feedforward": 32, "lengths": [3, 7, 5]},
+    "paired": {"repeats": 3, "min_repeats": 2},
 }
 
 
@@ -95,43 +96,74 @@ def _pt(kind, method, status="ok", time_ms=1.0, mem=100, **kw):
     return {"kind": kind, "method": method, "status": status, "time_ms": time_ms, "peak_mem_bytes": mem, **kw}
 
 
+def _pair(ours, peer, ratios, status="ok", **where):
+    """A paired point whose rounds have the given ratios ours / peer (fake times, nothing timed)."""
+    return {"kind": "pair", "method": f"{ours}/{peer}", "ours": ours, "peer": peer, "status": status,
+            "ours_ms": [10.0 * r for r in ratios], "peer_ms": [10.0] * len(ratios), "confidence": 0.95, **where}
+
+
+SURE_FAST, SURE_SLOW, NEAR = [0.5, 0.52, 0.49, 0.51, 0.5], [1.5, 1.52, 1.49, 1.51, 1.5], [0.9, 1.3, 1.0, 1.2, 0.95]
+
+
 def test_compute_checks():
     pts = [
         _pt("sequence", "ours_full", L=512, time_ms=5.0),  # L < 1024: no ratio check
         _pt("sequence", "sdpa", L=512, time_ms=1.0),
-        _pt("sequence", "ours_full", L=1024, time_ms=1.05),
+        _pt("sequence", "ours_full", L=1024, time_ms=50.0),  # separate points no longer decide time checks
         _pt("sequence", "sdpa", L=1024, time_ms=1.0),
+        _pair("ours_full", "sdpa", SURE_FAST, L=1024),
         _pt("sequence", "ours_full", L=8192, time_ms=100.0, mem=10),
         _pt("sequence", "sdpa", L=8192, time_ms=50.0),
+        _pair("ours_full", "sdpa", SURE_SLOW, L=8192),
         _pt("sequence", "ours_truncated_w128", L=8192, time_ms=10.0, mem=400),
         _pt("sequence", "ours_truncated_w128", L=4096, time_ms=5.0, mem=200),
         _pt("sequence", "ours_truncated_w128", L=2048, time_ms=5.0, mem=50),
         _pt("graph", "ours_graph", N=10, E=20, time_ms=1.0, mem=10),
         _pt("graph", "ours_graph", N=100, E=200, time_ms=2.0, mem=50),
         _pt("graph", "pyg_transformerconv", N=100, E=200, time_ms=4.0, mem=100),
+        _pair("ours_graph", "pyg_transformerconv", NEAR, N=100, E=200),
         _pt("graph", "dense_masked", N=100, E=200, status="oom", time_ms=None, mem=None),
     ]
     checks = {c["name"]: c for c in ba.compute_checks(pts)}
     assert "time ours_full / sdpa @ L=512" not in checks
-    assert checks["time ours_full / sdpa @ L=1024"]["pass"] is True
-    assert checks["time ours_full / sdpa @ L=8192"]["pass"] is False
+    fast, slow = checks["time ours_full / sdpa @ L=1024"], checks["time ours_full / sdpa @ L=8192"]
+    assert (fast["pass"], fast["decision"], slow["pass"], slow["decision"]) == (True, "pass", False, "fail")
+    assert fast["ci_low"] < fast["value"] < fast["ci_high"] <= 1.10 and fast["repeats"] == 5
     assert checks["speedup ours_truncated_w128 vs ours_full @ L=8192"]["value"] == 10.0
     assert checks["speedup ours_truncated_w128 vs ours_full @ L=8192"]["pass"] is True
     assert checks["peak mem ours_truncated_w128 L=4096 / L=2048"]["pass"] is False  # 4x
     assert checks["peak mem ours_truncated_w128 L=8192 / L=4096"]["pass"] is True  # 2x
-    assert checks["time ours_graph / pyg_transformerconv @ N=100 E=200"]["value"] == 0.5
+    graph = checks["time ours_graph / pyg_transformerconv @ N=100 E=200"]
+    assert graph["decision"] == "inconclusive" and graph["pass"] is None and graph["ci_low"] < 1.0 < graph["ci_high"]
     assert checks["peak mem ours_graph / pyg_transformerconv @ N=100 E=200"]["pass"] is True
     assert checks["dense_masked status @ N=100 E=200"]["pass"] is True
     assert not any("N=10 " in n for n in checks)  # only the largest graph
     assert ba.compute_checks([]) == []
     enc = [_pt("encoder", "ours_encoder", L=42, B=32, time_ms=1.3), _pt("encoder", "torch_encoder", L=42, B=32)]
-    (c,) = ba.compute_checks(enc)
-    assert c["name"] == "time ours_encoder / torch_encoder @ B=32 L=42" and c["value"] == 1.3 and c["pass"] is False
-    # a failed point of ours fails its check; a failed baseline leaves it open
-    pts = [_pt("sequence", "ours_full", L=2048, status="oom"), _pt("sequence", "sdpa", L=2048)]
+    assert ba.compute_checks(enc) == []  # no paired point: no time check
+    (c,) = ba.compute_checks(enc + [_pair("ours_encoder", "torch_encoder", SURE_SLOW, L=42, B=32)])
+    assert c["name"] == "time ours_encoder / torch_encoder @ B=32 L=42" and c["pass"] is False
+    # a failed point of ours fails its check; a failed baseline, or a failed pair, leaves it open
+    pair = _pair("ours_full", "sdpa", SURE_FAST, L=2048)
+    pts = [_pt("sequence", "ours_full", L=2048, status="oom"), _pt("sequence", "sdpa", L=2048), pair]
     assert ba.compute_checks(pts)[0]["pass"] is False
-    pts = [_pt("sequence", "ours_full", L=2048), _pt("sequence", "sdpa", L=2048, status="timeout")]
+    pts = [_pt("sequence", "ours_full", L=2048), _pt("sequence", "sdpa", L=2048, status="timeout"), pair]
     assert ba.compute_checks(pts)[0]["pass"] is None
+    pts = [_pt("sequence", "ours_full", L=2048), _pt("sequence", "sdpa", L=2048), dict(pair, status="error")]
+    assert ba.compute_checks(pts)[0]["pass"] is None and "paired timing: error" in ba.compute_checks(pts)[0]["note"]
+
+
+def test_pairs_are_planned_for_every_time_check():
+    cfg = ba.load_config(ba.DEFAULT_CONFIG)
+    pairs = [p for p in ba.plan_points(cfg, "cpu", "float32") if p["kind"] == "pair"]
+    lengths = [L for L in cfg["sequence"]["lengths"]["cpu"] if L >= 1024]
+    assert [(p["method"], p.get("L")) for p in pairs if p["ours"] == "ours_full"] == [("ours_full/sdpa", L) for L in lengths]
+    largest = max(cfg["graph"]["sizes"], key=lambda s: s["nodes"])
+    assert any(p["method"] == "ours_graph/pyg_transformerconv" and p["N"] == largest["nodes"] for p in pairs)
+    assert any(p["method"] == "ours_encoder/torch_encoder" for p in pairs)
+    assert all(p["kwargs"]["repeats"] == cfg["paired"]["repeats"] for p in pairs)
+    off = ba.load_config(ba.DEFAULT_CONFIG, overrides=["paired.enabled=false"])
+    assert not [p for p in ba.plan_points(off, "cpu", "float32") if p["kind"] == "pair"]
 
 
 # --------------------------------------------------------------------------- end to end
@@ -154,10 +186,17 @@ def test_cli_tiny_sweep_end_to_end(tmp_path, capsys):
         assert (m, None, 200) in methods
     for m in ("ours_encoder", "torch_encoder"):
         assert (m, 7, None) in methods
-    assert any(c["name"] == "time ours_encoder / torch_encoder @ B=3 L=7" for c in doc["checks"])
+    timed = {c["name"]: c for c in doc["checks"] if c["name"].startswith("time ")}
+    assert set(timed) == {"time ours_encoder / torch_encoder @ B=3 L=7",
+                          "time ours_graph / pyg_transformerconv @ N=200 E=1000"}
+    assert all(c["decision"] in ("pass", "fail", "inconclusive") and c["repeats"] >= 2 for c in timed.values())
     bad = [p for p in doc["points"] if p["status"] != "ok"]
     assert not bad, bad
+    pairs = [p for p in doc["points"] if p["kind"] == "pair"]
+    assert len(pairs) == 2 and all(len(p["ours_ms"]) == len(p["peer_ms"]) == p["repeats"] for p in pairs)
     for p in doc["points"]:
+        if p["kind"] == "pair":
+            continue
         assert p["time_ms"] > 0 and len(p["times_ms"]) == p["repeats"]
         if p["kind"] != "matmul":
             assert p["peak_mem_bytes"] >= 0
