@@ -17,7 +17,9 @@ def add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
         help="run a micro-benchmark",
-        description="Run a micro-benchmark. Names: " + ", ".join(MICRO_BENCHMARKS),
+        description="Run a micro-benchmark. Names: " + ", ".join(MICRO_BENCHMARKS) + ". Exit code 0 when the "
+                    "sweep ran: failed points and missed targets (FAIL checks) are results, printed in its "
+                    "checks table; a time check that its interval cannot decide reads INCONCLUSIVE.",
     )
     p.add_argument("name", metavar="NAME", help="micro-benchmark: " + ", ".join(MICRO_BENCHMARKS))
     p.add_argument("--config", metavar="PATH", help="YAML config (default: the quick one shipped for NAME)")

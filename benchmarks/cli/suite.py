@@ -41,8 +41,12 @@ def add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config (file + --set, defaults filled in) as YAML and exit")
     p.add_argument("--allow-failures", action="store_true",
-                   help="exit 0 even when cells failed (exploratory use); by default any failed cell "
-                        "or micro-benchmark of this invocation makes the exit code 1")
+                   help="exit 0 even when cells failed (exploratory use); by default any failed cell, "
+                        "and a micro-benchmark that crashed, makes the exit code 1")
+    p.add_argument("--strict", action="store_true",
+                   help="also exit 1 when a micro-benchmark target is missed (a failed check: regression use "
+                        "in CI); by default a missed target is a finding about this machine, listed first in "
+                        "the summary and in the report's Warnings, and the run still exits 0")
     from benchmarks.cli.cells import add_launcher_arguments
 
     add_launcher_arguments(p)
@@ -50,11 +54,16 @@ def add_run(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Exit codes: 0 every cell of this invocation ok, 1 some failed (0 with
-    ``--allow-failures``), 2 a usage or config error (nothing ran)."""
+    """Exit codes: 0 every cell ran and the report was written; 1 a cell failed (this run or a
+    standing failed record) or a micro-benchmark crashed (0 with ``--allow-failures``), or, with
+    ``--strict``, a micro-benchmark target was missed; 2 a usage or config error (nothing ran).
+    A missed target (a failed check) is listed first in the closing summary either way."""
     from benchmarks.run.runner import DEFAULT_CACHE, RunOptions, run_cells, run_micro_benchmarks, run_suite
     from benchmarks.config.suite import expand, load_suite_with_notices
 
+    if args.strict and args.allow_failures:
+        raise CliError("--strict and --allow-failures contradict each other: --strict fails the run on a missed "
+                       "micro-benchmark target, --allow-failures never fails it; give one")
     path = resolve_config(args.config)
     sets = list(args.sets)
     # --accelerator/--devices are overrides like any --set: they enter each cell's config and
@@ -107,6 +116,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"submitted; follow with: attnbench status {out}  (then attnbench report {out})")
         return 0
     bench_failed = run_micro_benchmarks(cfg, opts)
+    missed = _failed_checks(out, cfg)
+    _print_missed_targets(missed, strict=args.strict)
     elsewhere = f", {summary.elsewhere} left to another run" if summary.elsewhere else ""
     standing = f" ({summary.standing_failed} of them failed)" if summary.standing_failed else ""
     print(f"ran {summary.ran} cells ({len(summary.failed)} failed), skipped {summary.skipped} finished ones"
@@ -114,29 +125,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     for label in summary.failed:
         print(f"  failed: {label}")
     for name in bench_failed:
-        print(f"  failed: micro-benchmark {name}")
+        print(f"  failed: micro-benchmark {name} (crashed)")
     if not args.no_report:
         from benchmarks.report import write_report
 
         written = write_report(out)
         print(f"report: {written['REPORT.md']}  and  {written['report.html']}")
-    check_failed = _failed_checks(out, cfg)
-    for line in check_failed:
-        print(f"  failed: {line}")
     if args.allow_failures:
         return 0
-    if summary.failed or bench_failed or check_failed:
-        print(f"attnbench: {len(summary.failed) + len(bench_failed) + len(check_failed)} failed in this run "
-              "(exit code 1; --allow-failures makes it 0)", file=sys.stderr)
+    counted = len(summary.failed) + len(bench_failed) + (len(missed) if args.strict else 0)
+    if counted:
+        hint = "--strict counts the missed targets" if args.strict and missed else "--allow-failures makes it 0"
+        print(f"attnbench: {counted} failed in this run (exit code 1; {hint})", file=sys.stderr)
     if summary.standing_failed:  # a rerun that skipped failed records has not succeeded either
         print(f"attnbench: {summary.standing_failed} failed records from earlier runs stand (exit code 1; "
               "--retry-failed reruns them, --allow-failures makes it 0)", file=sys.stderr)
-    return 1 if summary.failed or bench_failed or check_failed or summary.standing_failed else 0
+    return 1 if counted or summary.standing_failed else 0
+
+
+def _print_missed_targets(missed: list[str], *, strict: bool) -> None:
+    """The micro-benchmark targets this machine missed, first in the closing summary: a finding
+    about the machine, which fails the run only with ``--strict``."""
+    if not missed:
+        return
+    what = ("they fail this run (--strict)" if strict
+            else "findings about this machine, not failures of the run; --strict makes them fail it")
+    print(f"micro-benchmark targets missed ({len(missed)}; {what}):")
+    for line in missed:
+        print(f"  missed: {line}")
 
 
 def _failed_checks(out: Path, cfg: dict) -> list[str]:
     """The suite's micro-benchmark checks that failed (``benchmarks.report.failed_checks``), each
-    as one line: they make the run exit 1 like a failed cell."""
+    as one line: listed first in the summary; they make the run exit 1 only with ``--strict``."""
     from benchmarks.report import failed_checks
 
     return list(failed_checks(out, [out / "bench" / n for n in cfg.get("micro_benchmarks", [])]))
