@@ -7,9 +7,17 @@ without one (segfault, SIGKILL by the OOM killer, ``os._exit``, or the per-cell 
 the pool writes a ``failed`` record with the cause, the tail of the cell's log and the peak
 memory it saw, and the matrix goes on.
 
-Resources: on CPU each worker gets ``cores // jobs`` torch threads (never oversubscribed); with
-``--gpus 0,1`` each worker gets one ``CUDA_VISIBLE_DEVICES`` slot, and ``--cells-per-gpu K``
-packs K cells onto one GPU (recorded in each record as ``cells_sharing_device``).
+Resources: on CPU each worker gets ``cores // jobs`` torch threads; with ``--gpus 0,1`` each
+worker gets one ``CUDA_VISIBLE_DEVICES`` slot (the least busy GPU), and ``--cells-per-gpu K`` packs
+K cells onto one GPU (recorded in each record as ``cells_sharing_device``), at most one worker per
+core (a GPU cell trains on the host too), so the workers' threads never add up to more than the
+cores (:func:`benchmarks.run.plan.pool_size`). Packed cells run under CUDA MPS where the machine has
+it (:mod:`.mps`: a daemon per GPU for the run, stopped on every way out; records say ``mps``).
+
+Cells start longest first by their measured cost on this machine
+(:func:`benchmarks.run.plan.longest_first`: ``results/reference/<device>/costs.json`` and the
+records already in the output), cells of unknown cost before all others, so that the run does not
+end on one long cell started last.
 
 A cell on several devices (``trainer.devices > 1``, :mod:`benchmarks.run.distributed`) is not forked:
 Lightning starts its other ranks by re-running the command line, so it runs as its own
@@ -31,6 +39,8 @@ from typing import Any, Callable, Iterator
 
 from benchmarks.run import distributed as D
 from benchmarks.run.launchers import CellJob, log_result
+from benchmarks.run.launchers.mps import mps_daemons
+from benchmarks.run.plan import cell_seconds, load_costs, longest_first, pool_size, this_device
 from benchmarks.run.records import CODE_GIT_ENV, git_state, on_disk
 from benchmarks.run.worker import (EXIT, PLUGINS_ENV, RESOURCES_ENV, UnitResult, cells_from_manifest, end_unit, log_path,
                                manifest_suite, record_target, start_unit, unit_result)
@@ -161,16 +171,15 @@ class _UnitProcess:
 
 
 def _take_gpus(free: list[str], n: int) -> list[str] | None:
-    """``n`` free slots on ``n`` distinct GPUs (removed from ``free``), or None if not free now."""
-    picked: list[str] = []
-    for g in free:
-        if g not in picked:
-            picked.append(g)
-        if len(picked) == n:
-            for g in picked:
-                free.remove(g)
-            return picked
-    return None
+    """``n`` free slots on ``n`` distinct GPUs (removed from ``free``), those with the most free
+    slots first (ties in ``--gpus`` order), or None if not free now."""
+    distinct = sorted(dict.fromkeys(free), key=lambda g: -free.count(g))  # stable: ties keep their order
+    if len(distinct) < n:
+        return None
+    picked = distinct[:n]
+    for g in picked:
+        free.remove(g)
+    return picked
 
 
 def _rss(pid: int) -> int | None:
@@ -191,13 +200,10 @@ class LocalLauncher:
         self.opts = opts
         gpus = getattr(args, "gpus", None)
         self.gpus: list[str] = [g.strip() for g in gpus.split(",")] if gpus else []
-        self.per_gpu = int(getattr(args, "cells_per_gpu", None) or 1)
-        slots = len(self.gpus) * self.per_gpu
-        self.jobs = int(getattr(args, "jobs", None) or (slots or 1))
-        if slots:
-            self.jobs = min(self.jobs, slots)
+        self.asked_per_gpu = int(getattr(args, "cells_per_gpu", None) or 1)
         self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        self.threads = max(1, self.cores // self.jobs)
+        self.jobs, self.threads, self.per_gpu = pool_size(getattr(args, "jobs", None), len(self.gpus),
+                                                          self.asked_per_gpu, self.cores)
 
     def _context(self):
         ctx = mp.get_context("forkserver")
@@ -223,13 +229,30 @@ class LocalLauncher:
                                   f"{cells[job.cell_id].config['trainer'].get('devices')!r}) but --gpus "
                                   f"{','.join(self.gpus)} gives {len(set(self.gpus))}: give at least {n} GPU indices")
 
+    def _order(self, jobs: list[CellJob], cells: dict[str, Any], suite: str, log: Callable[[str], None]) -> list[CellJob]:
+        """The jobs in the order to start them: longest first by this machine's measured costs."""
+        try:
+            device = this_device(any(cells[j.cell_id].config.get("device") == "cuda" for j in jobs))
+            costs = load_costs(device, jobs[0].out)
+        except (ValueError, OSError) as err:
+            log(f"local pool: cells start in the config's order, no costs to order them by ({err})")
+            return list(jobs)
+        seconds = {j.cell_id: cell_seconds(cells[j.cell_id], costs, suite)[0] for j in jobs}
+        known = sum(1 for s in seconds.values() if s is not None)
+        if known:
+            log(f"local pool: cells start longest first ({known} of {len(jobs)} measured on {device}, the "
+                "others first)")
+        by_id = {j.cell_id: j for j in jobs}
+        return [by_id[c.cell_id] for c in longest_first([cells[j.cell_id] for j in jobs], seconds)]
+
     def _start(self, ctx: Any, job: CellJob, cell: Any, gpus: list[str], places: int, ranks: int,
-               resources: dict[str, Any]) -> Any:
-        """Start the cell: forked from the warm parent, or (several ranks) as its own process."""
+               resources: dict[str, Any], mps_env: dict[str, str] | None = None) -> Any:
+        """Start the cell: forked from the warm parent, or (several ranks) as its own process;
+        ``mps_env``: its GPU's MPS daemon (:func:`.mps.mps_daemons`)."""
         threads = D.rank_threads(places * self.threads, ranks)
         # the driver's ATTNBENCH_* settings as they are now (plug-ins, loggers, ...), not
         # those of the forkserver, which may have started earlier
-        env = {**{k: v for k, v in os.environ.items() if k.startswith("ATTNBENCH_")},
+        env = {**{k: v for k, v in os.environ.items() if k.startswith("ATTNBENCH_")}, **(mps_env or {}),
                RESOURCES_ENV: json.dumps({**resources, "cpu_threads": threads}), "OMP_NUM_THREADS": str(threads)}
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
@@ -250,13 +273,25 @@ class LocalLauncher:
         self._check(jobs, cells)
         ctx = self._context()
         free = [g for g in self.gpus for _ in range(self.per_gpu)]
-        pending = list(jobs)
+        pending = self._order(jobs, cells, suite, log)
+        log(f"local pool: {self.jobs} worker(s), {self.threads} torch thread(s) each"
+            + (f", GPUs {','.join(self.gpus)} x {self.per_gpu} cell(s) each" if self.gpus else ""))
+        if self.per_gpu < self.asked_per_gpu:
+            log(f"local pool: --cells-per-gpu {self.asked_per_gpu} on {len(self.gpus)} GPU(s) asks for more workers "
+                f"than the {self.cores} cores: {self.jobs} at once (a packed GPU cell trains on the host too)")
+        packed = bool(self.gpus) and self.per_gpu > 1
+        with mps_daemons(self.gpus, jobs[0].out, log) if packed else contextlib.nullcontext({}) as mps:
+            results = self._run(ctx, pending, cells, suite, free, mps, log)
+        return results
+
+    def _run(self, ctx: Any, pending: list[CellJob], cells: dict[str, Any], suite: str, free: list[str],
+             mps: dict[str, dict[str, str]], log: Callable[[str], None]) -> list[UnitResult]:
+        """Start the pending cells as places free up and collect their results; on any way out
+        (Ctrl-C, an error) the workers still running are stopped."""
         running: dict[Any, tuple[CellJob, float, list[str], dict, Any, int]] = {}
         peaks: dict[str, int] = {}
         results: list[UnitResult] = []
-        total, started = len(jobs), 0
-        log(f"local pool: {self.jobs} worker(s), {self.threads} torch thread(s) each"
-            + (f", GPUs {','.join(self.gpus)} x {self.per_gpu} cell(s) each" if self.gpus else ""))
+        total, started = len(pending), 0
         try:
             while pending or running:
                 while pending:
@@ -273,16 +308,19 @@ class LocalLauncher:
                             break
                         gpus = got
                     pending.pop(0)
+                    # one MPS daemon's env for all its GPUs (a multi-GPU cell under per-GPU daemons gets none)
+                    envs = [mps.get(g) for g in gpus]
+                    mps_env = envs[0] if envs and envs[0] and all(e == envs[0] for e in envs) else None
                     resources = {"launcher": "local", "node": socket.gethostname(), "jobs": self.jobs,
                                  "cells_sharing_device": self.per_gpu if gpus else 1,
-                                 "gpu_index": ",".join(gpus) if gpus else None}
+                                 "gpu_index": ",".join(gpus) if gpus else None, "mps": mps_env is not None}
                     if ranks > 1:
                         resources["ranks"] = ranks
                     before = on_disk(record_target(job.out, cell))
                     if ranks == 1:
                         forkserver.ensure_running()  # its start (imports) stays interruptible
                     with _signals_held():
-                        proc = self._start(ctx, job, cell, gpus, places, ranks, resources)
+                        proc = self._start(ctx, job, cell, gpus, places, ranks, resources, mps_env)
                         running[proc] = (job, time.monotonic(), gpus, resources, before, places)
                     started += 1
                     log(f"[{started}/{total}] {job.label} ({cell.family})"
