@@ -159,17 +159,19 @@ cells:
 
 @pytest.fixture
 def _probe(monkeypatch):
+    """The probe model in the workers, and 4 cores for the pool (at most one packed worker per
+    core: on fewer real cores the tests would not pack)."""
+    from benchmarks.run.launchers import local
+
     register()
     monkeypatch.setenv(PLUGINS_ENV, "tests.helpers.toy_task,tests.benchmarks.run.mps_fake")
+    monkeypatch.setattr(local.os, "sched_getaffinity", lambda pid: set(range(4)))
 
 
 def test_packed_workers_run_under_their_gpus_daemon_and_records_say_mps(tmp_path, monkeypatch, capsys, _probe):
     log = install_fake(tmp_path, monkeypatch)
     probe = tmp_path / "env.jsonl"
     monkeypatch.setenv(PROBE_ENV, str(probe))
-    from benchmarks.run.launchers import local
-
-    monkeypatch.setattr(local.os, "sched_getaffinity", lambda pid: set(range(4)))  # 2 GPUs x 2 cells, 1 core each
     cfg = tmp_path / "suite.yaml"
     cfg.write_text(SUITE)
     out = tmp_path / "out"
