@@ -100,6 +100,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         only_tasks=only_tasks,
     )
     cells = run_cells(expand(cfg), opts)
+    if args.jobs is None and cfg.get("jobs") and args.launcher == "local" and not args.gpus:
+        args.jobs = cfg["jobs"]  # the suite's own parallelism, when the command line gives none
     if args.dry_run:
         from benchmarks.cli.cells import check_launcher_args
 
@@ -130,6 +132,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         from benchmarks.report import write_report
 
         written = write_report(out)
+        from benchmarks.report.diagnostics import read_summary
+
+        lines = read_summary(out)
+        if lines:
+            print("diagnostics (expected vs found; the report's overview has the table):")
+            print("\n".join(lines))
         print(f"report: {written['REPORT.md']}  and  {written['report.html']}")
     if args.allow_failures:
         return 0
