@@ -1,4 +1,6 @@
-"""``graph_attention`` against dense masked attention (values and gradients)."""
+"""``graph_attention`` against dense masked attention (values and gradients), on both sets of
+kernels: the CPU's sparse CSR ones (float32/float64) and the chunked gather/scatter ones (every
+test runs with each, by the ``kernels`` fixture)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,13 @@ from torch_geometric.utils import coalesce
 
 from attn_core import add_self_loops, additive_score, attention, graph_attention, graph_mask, reference_attention
 from attn_core import graph as graph_mod
+
+
+@pytest.fixture(autouse=True, params=["csr", "chunked"])
+def kernels(request, monkeypatch):
+    """Run the test on the CPU CSR kernels, then on the chunked gather/scatter kernels."""
+    monkeypatch.setattr(graph_mod, "CSR_ON_CPU", request.param == "csr")
+    return request.param
 
 
 def _graph(n, e, seed, n_src=None):
@@ -48,8 +57,8 @@ def test_bipartite_sources_and_targets():
     torch.testing.assert_close(graph_attention(q, k, v, ei), _dense(q, k, v, ei), atol=1e-12, rtol=0)
 
 
-def test_chunked_kernels_gradcheck(monkeypatch):
-    monkeypatch.setattr(graph_mod, "_CHUNK_ELEMENTS", 1)  # force many chunks (1024 edges each)
+def test_kernels_gradcheck(monkeypatch):
+    monkeypatch.setattr(graph_mod, "_CHUNK_ELEMENTS", 1)  # chunked kernels: force many chunks (1024 edges each)
     ei = _graph(60, 3000, seed=5)
     q, k, v = _nodes(60, 2, 3, 1), _nodes(60, 2, 3, 2), _nodes(60, 2, 3, 3)
     assert torch.autograd.gradcheck(lambda a, b, c: graph_attention(a, b, c, ei), (q, k, v))
@@ -134,6 +143,7 @@ BAD = [
 @pytest.mark.parametrize("override,match", BAD)
 def test_bad_input_raises_clear_value_error(override, match):
     args = dict(q=torch.randn(5, 2, 4), k=torch.randn(5, 2, 4), v=torch.randn(5, 2, 4), edge_index=torch.tensor([[0, 1], [1, 2]]))
+    override = dict(override)  # the case is shared by both kernel runs
     kwargs = {k: override.pop(k) for k in list(override) if k not in args}
     args.update(override)
     with pytest.raises(ValueError, match=match):
@@ -200,3 +210,30 @@ def test_need_weights_in_callers_edge_order_values_and_grads():
     gw = torch.randn_like(w)
     for g, r in zip(torch.autograd.grad(w, (q, k), gw), torch.autograd.grad(ref_w, (q, k), gw)):
         torch.testing.assert_close(g, r, atol=1e-12, rtol=0)
+
+
+def test_the_cpu_path_follows_dtype_and_switch(kernels):
+    q = torch.zeros(3, 2, 4)
+    assert graph_mod._csr_path(q) == (kernels == "csr") and graph_mod._csr_path(q.double()) == (kernels == "csr")
+    assert not graph_mod._csr_path(q.bfloat16()) and not graph_mod._csr_path(q.half())
+
+
+def test_both_kernels_agree_with_duplicate_edges_and_no_edges(monkeypatch):
+    """Multi-edges count once each (a dense mask cannot say so; the two kernel sets check each
+    other, values and gradients), and a graph without edges gives zeros."""
+    g = torch.Generator().manual_seed(11)
+    n, ns = 25, 31
+    ei = torch.stack([torch.randint(0, ns, (300,), generator=g), torch.randint(0, n, (300,), generator=g)])
+    ei = torch.cat([ei, ei[:, :40]], 1)  # 40 duplicated edges
+    q, k, v = _nodes(n, 3, 4, 1), _nodes(ns, 3, 4, 2), _nodes(ns, 3, 6, 3)
+    runs = []
+    for csr in (True, False):
+        monkeypatch.setattr(graph_mod, "CSR_ON_CPU", csr)
+        out, w = graph_attention(q, k, v, ei, need_weights=True)
+        runs.append((out, w, *torch.autograd.grad((out * out).sum() + (w * w).sum(), (q, k, v))))
+    for a, b in zip(*runs):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+    empty = torch.zeros(2, 0, dtype=torch.long)
+    out = graph_attention(q, k, v, empty)
+    assert out.shape == (n, 3, 6) and (out == 0).all()
+    assert all((gr == 0).all() for gr in torch.autograd.grad(out.sum(), (q, k, v)))
