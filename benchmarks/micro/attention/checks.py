@@ -7,7 +7,7 @@ dense graph baseline running out of memory (the variants' own checks:
 from __future__ import annotations
 
 from benchmarks.micro.attention.encoder import KIND as ENCODER
-from benchmarks.micro.attention.pairs import LIMITS, pair_index
+from benchmarks.micro.attention.pairs import LIMITS, NOTES, pair_index
 from benchmarks.micro.attention.variants import variant_checks
 from benchmarks.micro.checks import (
     check as _check,
@@ -34,8 +34,10 @@ def _time_check(name: str, pair: dict | None, ours: dict | None, base: dict | No
     """The interval check of one paired point (none when it was not measured)."""
     if pair is None:
         return []
-    c = interval_check(name, pair, LIMITS[(pair["ours"], pair["peer"])], ours=ours, base=base,
-                       confidence=pair.get("confidence", 0.95))
+    key = (pair["ours"], pair["peer"])
+    c = interval_check(name, pair, LIMITS[key], ours=ours, base=base, confidence=pair.get("confidence", 0.95))
+    if c and key in NOTES and not c.get("note"):
+        c["note"] = NOTES[key]
     return [c] if c else []
 
 

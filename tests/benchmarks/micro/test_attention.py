@@ -38,8 +38,16 @@ def test_shipped_configs_validate_and_plan(path):
         assert points[0]["kind"] == "matmul"
         methods = {p["method"] for p in points}
         assert {"ours_full", "sdpa", "naive", "ours_truncated_w128"} <= methods
-        assert {"ours_graph", "pyg_transformerconv", "dense_masked"} <= methods
+        assert {"ours_graph", "pyg_transformerconv"} <= methods
+        assert ("dense_masked" in methods) == (path == ba.FULL_CONFIG)  # the quick sweep leaves O(N^2) out
         assert ("sdpa_band_mask_w256" in methods) == (device == "cuda")
+        assert {"ours_full/sdpa", "ours_graph/pyg_transformerconv", "ours_encoder/torch_encoder"} <= methods
+
+
+def test_quick_config_runs_in_process_and_full_isolated():
+    """The quick sweep (the main job's) skips the per-point process start; the full one keeps the caps."""
+    assert ba.load_config(ba.DEFAULT_CONFIG)["isolate"] is False
+    assert ba.load_config(ba.FULL_CONFIG)["isolate"] is True
 
 
 def test_full_config_sizes():
