@@ -24,16 +24,63 @@ def resolve_config(name: str) -> Path:
         else:
             if p.is_dir():
                 raise CliError(f"config {name}: is a folder, expected a YAML file")
-            shipped = ", ".join(sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")))
-            raise CliError(f"config file not found: {name} (shipped configs: {shipped})")
+            from tasks.common.suggest import did_you_mean
+
+            shipped = sorted(q.stem for q in CONFIG_DIR.glob("*.yaml"))
+            hint = did_you_mean(Path(name).name.removesuffix(".yaml"), shipped)
+            raise CliError(f"config file not found: {name}{'; ' + hint + ' ' if hint else ' '}"
+                           f"(shipped configs: {', '.join(shipped)})")
     try:
-        p.read_bytes().decode("utf-8")
+        text = p.read_bytes().decode("utf-8")
     except OSError as err:
         raise CliError(f"config {p}: cannot read it: {err.strerror or err}") from None
     except UnicodeDecodeError as err:
         raise CliError(f"config {p}: not UTF-8 text (byte {err.start}: {err.object[err.start:err.start + 1]!r}); "
                          "save it as UTF-8") from None
+    refuse_micro_config(p, text, shown=name)
     return p
+
+
+def micro_benchmark_of(path: Path, text: str) -> str | None:
+    """The micro-benchmark a config is for (its top-level ``benchmark:`` key, or a shipped micro
+    config's file name), or ``None`` for a suite config. YAML the strict parser refuses is left to
+    the suite's loader, which reports it."""
+    import yaml
+
+    from benchmarks.config.micro import MICRO_BENCHMARKS
+    from benchmarks.config.schema import parse_yaml
+
+    try:
+        data = parse_yaml(text)
+    except yaml.YAMLError:  # not valid or refused YAML: load_suite says which, in one line
+        data = None
+    named = data.get("benchmark") if isinstance(data, dict) else None
+    if isinstance(named, str) and named in MICRO_BENCHMARKS and "cells" not in data:
+        return named
+    return next((b.name for b in MICRO_BENCHMARKS.values()
+                 if path.name in b.configs and path.resolve() == (CONFIG_DIR / path.name).resolve()), None)
+
+
+def refuse_micro_config(path: Path, text: str, shown: str | None = None) -> None:
+    """A micro-benchmark config given where a suite config is expected (``run``, ``data``,
+    ``profile``): one line naming the command that runs it, instead of its keys refused one by one."""
+    name = micro_benchmark_of(path, text)
+    if name is None:
+        return
+    raise CliError(f"config {shown or path}: a micro-benchmark config (benchmark: {name}), not a suite; "
+                   f"run it with: {bench_command(name, path)}")
+
+
+def bench_command(name: str, path: Path) -> str:
+    """The command that runs micro-benchmark ``name`` with the config at ``path``: ``attnbench
+    bench NAME``, plus ``--config PATH`` when it is not the benchmark's default config (the path
+    relative to here when it lies below, else absolute)."""
+    from benchmarks.config.micro import MICRO_BENCHMARKS
+
+    if (CONFIG_DIR / MICRO_BENCHMARKS[name].default_config).resolve() == path.resolve():
+        return f"attnbench bench {name}"
+    rel = os.path.relpath(path.resolve())
+    return f"attnbench bench {name} --config {path.resolve() if rel.startswith('..') else rel}"
 
 
 def check_out_dir(value: str | None, suite: str) -> Path:

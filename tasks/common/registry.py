@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
 
 from tasks.common.params import check_renamed, current_names
+from tasks.common.suggest import did_you_mean
 
 FAMILIES = ("attention", "rnn", "cnn", "other")
 #: family -> its kinds (the first is the default); a family not listed has none. Recurrence is
@@ -169,7 +170,8 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         if name not in self._items:
             valid = ", ".join(sorted(self._items)) or "(none)"
-            raise UnknownNameError(f"unknown {self.kind} {name!r}; valid: {valid}")
+            hint = did_you_mean(name, self._items)  # "did you mean ...?" when a valid name is near
+            raise UnknownNameError(f"unknown {self.kind} {name!r}; {hint + ' ' if hint else ''}valid: {valid}")
         return self._items[name]
 
     def __contains__(self, name: object) -> bool:
