@@ -3,7 +3,8 @@
 Argument parsing only: each subcommand is a function that adds its subparser and a handler
 that returns an exit code, one module per concern:
 
-* :mod:`benchmarks.cli.suite`: ``run CONFIG``, ``report [DIR]``, ``data [CONFIG]``, ``list``;
+* :mod:`benchmarks.cli.suite`: ``run CONFIG``, ``report [DIR]``, ``data [CONFIG]``;
+* :mod:`benchmarks.cli.listing`: ``list`` (tasks, models, patterns, micro-benchmarks, configs);
 * :mod:`benchmarks.cli.bench`: ``bench NAME`` (a micro-benchmark from
   :data:`benchmarks.micro.MICRO_BENCHMARKS`);
 * :mod:`benchmarks.cli.profile`: ``profile CONFIG --cell ID|INDEX`` (where one cell's training time goes);
@@ -24,7 +25,7 @@ from typing import Any, Callable
 
 from benchmarks.config.schema import CliError
 
-__all__ = ["main", "build_parser", "CliError"]
+__all__ = ["main", "build_parser", "version", "CliError"]
 
 
 def _lazy(module: str, name: str) -> Callable[[argparse._SubParsersAction], None]:
@@ -44,7 +45,7 @@ SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _lazy("benchmarks.cli.evaluate", "add_eval"),
     _lazy("benchmarks.cli.bench", "add_bench"),
     _lazy("benchmarks.cli.profile", "add_profile"),
-    _lazy("benchmarks.cli.suite", "add_list"),
+    _lazy("benchmarks.cli.listing", "add_list"),
     _lazy("benchmarks.cli.suite", "add_data"),
     _lazy("benchmarks.cli.cells", "add_cell"),
     _lazy("benchmarks.cli.cells", "add_status"),
@@ -52,11 +53,33 @@ SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
 )
 
 
+def version() -> str:
+    """The installed package's version (:mod:`importlib.metadata`), else the ``version`` of the
+    ``[project]`` table of the checkout's ``pyproject.toml``, else ``unknown``."""
+    import importlib.metadata
+    import re
+    from pathlib import Path
+
+    try:
+        return importlib.metadata.version("attnbench")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    try:
+        text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    except OSError:
+        return "unknown"
+    project = re.search(r"^\[project\]\s*$(.*?)(?=^\[|\Z)", text, re.MULTILINE | re.DOTALL)
+    found = re.search(r"^version\s*=\s*[\"']([^\"']+)[\"']", project.group(1), re.MULTILINE) if project else None
+    return found.group(1) if found else "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="attnbench",
         description="attnbench: when does self-attention beat recurrence and convolution, and at what cost?",
     )
+    parser.add_argument("--version", action="version", version=f"attnbench {version()}",
+                        help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in SUBCOMMANDS:
         add(sub)

@@ -68,4 +68,4 @@ def test_dry_run_lists_cells(capsys):
 def test_list_shows_tasks_models_and_families(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "graph_attention" in out and "attention, pattern graph" in out and "quick.yaml" in out
+    assert "graph_attention" in out and "attention, pattern graph" in out and "\n  quick " in out
