@@ -42,6 +42,7 @@ def _lazy(module: str, name: str) -> Callable[[argparse._SubParsersAction], None
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _lazy("benchmarks.cli.suite", "add_run"),
     _lazy("benchmarks.cli.suite", "add_report"),
+    _lazy("benchmarks.cli.suite", "add_page"),
     _lazy("benchmarks.cli.evaluate", "add_eval"),
     _lazy("benchmarks.cli.bench", "add_bench"),
     _lazy("benchmarks.cli.profile", "add_profile"),

@@ -8,7 +8,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchmarks.config import CONFIG_DIR
 from benchmarks.config.schema import CliError, ConfigError
 from benchmarks.cli.options import add_data_options, check_data_dir, check_out_dir, resolve_config
 
@@ -109,6 +108,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{path}: valid; {len(cells)} cells -> {out}")
         for c in cells:
             print(f"  {c.cell_id}  {c.label}  ({c.family})")
+        from benchmarks.cli.listing import wall_of
+        from benchmarks.run.plan import format_plan, plan_run
+
+        print(format_plan(plan_run(cells, cfg, jobs=args.jobs, cells_per_gpu=args.cells_per_gpu, gpus=args.gpus,
+                                   header_wall=wall_of(path.read_text(encoding="utf-8")), out=out)))
         return 0
     from benchmarks.cli.cells import make_launcher
 
@@ -244,65 +248,19 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-# ----------------------------------------------------------------------------- list
-def add_list(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("list", help="list tasks, datasets, models, attention patterns, micro-benchmarks and shipped configs")
-    p.set_defaults(handler=cmd_list)
+# ----------------------------------------------------------------------------- page
+def add_page(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("page", help="regenerate the results page (results/README.md) and the README's headline table",
+                       description="Write results/README.md and the README's headline table from results/page.yaml "
+                                   "and the committed reference records it names.")
+    p.add_argument("spec", nargs="?", metavar="SPEC", help="the page spec (default: results/page.yaml)")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when either file is out of date")
+    p.set_defaults(handler=cmd_page)
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    from benchmarks.config.micro import MICRO_BENCHMARKS
+def cmd_page(args: argparse.Namespace) -> int:
+    """Exit codes: 0 written (or current with --check), 1 out of date (--check), 2 a bad spec."""
+    from benchmarks.report.page import main as page_main
 
-    print_tasks()
-    w = max(len(n) for n in MICRO_BENCHMARKS)
-    print("micro-benchmarks (attnbench bench NAME):")
-    for b in MICRO_BENCHMARKS.values():
-        print(f"  {b.name:<{w}}  {b.summary}")
-        print(f"  {'':<{w}}  configs: {', '.join(b.configs)} (default {b.default_config})")
-    print(f"configs ({CONFIG_DIR}):")
-    for path in sorted(CONFIG_DIR.glob("*.yaml")):
-        print(f"  {path.name}")
-    return 0
+    return page_main(([args.spec] if args.spec else []) + (["--check"] if args.check else []))
 
-
-def print_tasks() -> None:
-    """Tasks, their datasets and models, the attention patterns and the loaded plug-ins, each
-    name with where it comes from (``built-in`` or the plug-in that registered it)."""
-    from benchmarks.config.plugins import loaded_plugins, origin
-    from tasks.common.registry import available_tasks, get_task
-
-    names = available_tasks()
-    print("tasks (attnbench run CONFIG; config keys task/dataset/models):")
-    if not names:
-        print("  (none yet)")
-    for tname in names:
-        task = get_task(tname)
-        print(f"  {tname}  (metric: {task.metric}, {'higher' if task.mode == 'max' else 'lower'} is better)"
-              f"  [{origin(task.make_module)}]")
-        for dname, ds in task.datasets.items():
-            kind = "synthetic" if ds.synthetic else "real"
-            print(f"    dataset {dname:<14} {kind:<9} defaults {ds.params}  [{origin(ds.build)}]")
-        for mname, spec in task.models.items():
-            pattern = f", pattern {spec.pattern}" if spec.pattern else ""
-            print(f"    model   {mname:<22} {spec.family}{pattern}  [{origin(spec.build)}]")
-    print_patterns()
-    plugins = loaded_plugins()
-    print("plug-ins (entry points of 'attnbench.plugins', --plugin, a config's plugins:, $ATTNBENCH_PLUGINS):")
-    for p in plugins:
-        print(f"  {p.label:<28} module {p.module}  ({p.source})")
-    if not plugins:
-        print("  (none loaded)")
-
-
-def print_patterns() -> None:
-    """The registered attention patterns: what each supports (decoding from a key/value
-    ``cache`` or a ``recurrent`` state too), its cost, parameters and origin."""
-    import attn_core
-    from benchmarks.config.plugins import origin
-
-    print("attention patterns (model_params: {MODEL: {pattern: NAME, pattern_params: {...}}}):")
-    for name in attn_core.list_patterns(kind=None):
-        p = attn_core.get_pattern(name)
-        can = ",".join(w for w, on in (("causal", p.causal), ("padding", p.padding), ("cross", p.cross),
-                                       ("cache", p.incremental), ("recurrent", p.recurrence is not None)) if on)
-        print(f"  {name:<14} {p.kind:<8} {can or '-':<36} {p.complexity:<8} params {dict(p.params)}  [{origin(p.fn)}]")

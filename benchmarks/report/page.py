@@ -306,8 +306,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1 if old else 0
         for path in write_page(spec):
             print(f"wrote {path}")
-    except (PageError, OSError, KeyError) as err:
-        print(f"attnbench page: error: {err}", file=sys.stderr)
+    except OSError as err:
+        print(f"attnbench page: error: {err.filename or spec}: {err.strerror or err}", file=sys.stderr)
+        return 2
+    except (PageError, KeyError, yaml.YAMLError) as err:
+        print(f"attnbench page: error: {spec}: {' '.join(str(err).split())}" if not isinstance(err, PageError)
+              else f"attnbench page: error: {err}", file=sys.stderr)
         return 2
     return 0
 

@@ -43,3 +43,11 @@ def test_bad_spec_is_one_line(tmp_path, capsys):
     bad.write_text(yaml.safe_dump(spec), encoding="utf-8")
     assert main([str(bad)]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_cli_page(capsys):
+    from benchmarks.cli import main as cli
+
+    assert cli(["page", "--check"]) == 0
+    assert cli(["page", "no/such/page.yaml"]) == 2
+    assert capsys.readouterr().err.strip() == "attnbench page: error: no/such/page.yaml: No such file or directory"
