@@ -142,6 +142,11 @@ def run_sweep(cfg: dict, out_dir: str | Path, *, log: Callable[[str], None] = pr
                     "(gradients included; CUDA: max_memory_allocated; CPU: process RSS high-water "
                     "mark after malloc_trim; variant points on CPU: in a second worker, see "
                     "variants.CPU_MEMORY_NOTE); static_bytes = prebuilt dense masks, not in the peak",
+        "time_checks": "ours / peer from a paired point: both built in one process, timed in alternating "
+                       "rounds (ours_ms, peer_ms); the check's value is the geometric mean of the per-round "
+                       "ratios, ci_low/ci_high the Student-t interval of the mean log ratio, exponentiated; "
+                       "PASS when the whole interval is within the target, FAIL when all of it is beyond, "
+                       "else INCONCLUSIVE",
         "flops": "useful FLOPs 12*B*H*P*D (P attended pairs), fwd + bwd",
         **sw.limits(),
     }
