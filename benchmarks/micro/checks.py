@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from benchmarks.report.format import interval_text  # noqa: F401 - re-exported: the checks' own text
+
 from benchmarks.micro.paired import DECISIONS, INCONCLUSIVE, decide, ratio_interval
 
 __all__ = ["VERDICT", "check", "verdict", "interval_check", "ratio_check", "doubling_check", "format_checks",
@@ -34,15 +36,6 @@ def verdict(c: dict) -> str:
     """How a check's result is printed: PASS, FAIL, INCONCLUSIVE (an interval check that could
     not decide) or info."""
     return "INCONCLUSIVE" if c.get("decision") == INCONCLUSIVE else VERDICT[c["pass"]]
-
-
-def interval_text(c: dict) -> str:
-    """``95% CI 0.98-1.08, 10 interleaved rounds`` of an interval check ('' for other checks)."""
-    if "decision" not in c or "repeats" not in c:
-        return ""
-    conf = f"{round(100 * c.get('confidence', 0.95))}% CI"
-    ci = "undefined" if c.get("ci_low") is None else f"{c['ci_low']:.3f}-{c['ci_high']:.3f}"
-    return f"{conf} {ci}, {c['repeats']} interleaved rounds"
 
 
 def interval_check(name: str, pair: dict | None, limit: float, *, ours: dict | None = None,

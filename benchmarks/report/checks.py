@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from benchmarks.micro.checks import interval_text
+from benchmarks.report.format import interval_text
 from benchmarks.report.micro import bench_candidate_dirs, find_bench
 from benchmarks.report.results import Warn
 

@@ -7,7 +7,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["as_number", "fmt_metric", "fmt_si", "fmt_bytes", "fmt_seconds", "fmt_ci", "csv_value", "slug"]
+__all__ = ["as_number", "fmt_metric", "fmt_si", "fmt_bytes", "fmt_seconds", "fmt_ci", "csv_value", "slug", "interval_text"]
 
 
 def as_number(x: Any) -> float | None:
@@ -94,3 +94,12 @@ def csv_value(x: Any) -> str:
 def slug(*parts: str) -> str:
     """A file-name and anchor-safe name from parts (empty parts left out), joined by ``__``."""
     return "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", str(p)) for p in parts if p)
+
+
+def interval_text(c: dict) -> str:
+    """``95% CI 0.98-1.08, 10 interleaved rounds`` of an interval check ('' for other checks)."""
+    if "decision" not in c or "repeats" not in c:
+        return ""
+    conf = f"{round(100 * c.get('confidence', 0.95))}% CI"
+    ci = "undefined" if c.get("ci_low") is None else f"{c['ci_low']:.3f}-{c['ci_high']:.3f}"
+    return f"{conf} {ci}, {c['repeats']} interleaved rounds"

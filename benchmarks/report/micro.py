@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from benchmarks.micro.checks import interval_text
+from benchmarks.report.format import interval_text
 from benchmarks.report.document import Block, Heading, Image, Paragraph, Table
 from benchmarks.report.format import as_number, fmt_seconds
 from benchmarks.report.results import Warn
