@@ -111,8 +111,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         from benchmarks.cli.listing import wall_of
         from benchmarks.run.plan import format_plan, plan_run
 
-        print(format_plan(plan_run(cells, cfg, jobs=args.jobs, cells_per_gpu=args.cells_per_gpu, gpus=args.gpus,
-                                   header_wall=wall_of(path.read_text(encoding="utf-8")), out=out)))
+        try:
+            print(format_plan(plan_run(cells, cfg, jobs=args.jobs, cells_per_gpu=args.cells_per_gpu, gpus=args.gpus,
+                                       header_wall=wall_of(path.read_text(encoding="utf-8")), out=out)))
+        except Exception as err:  # noqa: BLE001 - a plan is advice: it never fails a valid dry run
+            print(f"plan: not available here ({type(err).__name__}: {' '.join(str(err).split())[:200]})")
         return 0
     from benchmarks.cli.cells import make_launcher
 

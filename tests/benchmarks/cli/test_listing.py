@@ -54,7 +54,7 @@ def test_suite_lines_give_the_cells_of_a_dry_run(listing):
         line, _ = listing[path.stem]
         assert f" {len(expand(cfg))} cells" in line, line
     assert re.search(r"^  graphs +auto +50 cells +", listing["graphs"][0])
-    assert re.search(r"^  quick +cpu +66 cells \+ bench attention +", listing["quick"][0])
+    assert re.search(r"^  quick +cpu +69 cells \+ bench attention +", listing["quick"][0])
     assert "48 cells + bench speech" in listing["speech"][0]
 
 

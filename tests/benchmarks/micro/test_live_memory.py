@@ -54,5 +54,8 @@ def test_graph_memory_check_passes_for_the_kernel_and_fails_for_a_memory_hungry_
         return real_softmax(src, index, num_nodes=num_nodes, **kw)
 
     monkeypatch.setattr(torch_geometric.utils, "softmax", fake)
+    import attn_core.graph
+
+    monkeypatch.setattr(attn_core.graph, "CSR_ON_CPU", False)  # the gather/scatter kernels, which call it
     check = _mem_check(_graph_points())
     assert check["pass"] is False and check["value"] > 0.6, check

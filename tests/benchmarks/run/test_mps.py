@@ -21,6 +21,18 @@ from benchmarks.run.worker import PLUGINS_ENV
 from tests.benchmarks.run.mps_fake import PROBE_ENV, calls, install_fake, register, serve
 
 
+@pytest.fixture
+def tmp_path():
+    """A short folder: pytest's own (under xdist: .../popen-gw1/<test name>/) makes the pipe folders
+    under ``out`` too long for a socket, so they would go to the short fallback these tests do not test."""
+    import shutil
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="mps-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def _cmds(log: Path) -> list[tuple[str, str]]:
     return [(c["cmd"], c["gpu"]) for c in calls(log) if c["cmd"] != "get_server_list"]
 
