@@ -10,10 +10,14 @@ and probabilities) plus the node tensors:
 * on the CPU in float32/float64, sparse CSR products (:class:`_CsrEdges`): the scores are a
   sampled dense-dense product (``torch.sparse.sampled_addmm``), the weighted sum and every
   gradient a sparse-dense product (MKL's on x86), each one call for all heads, and the softmax
-  a segment reduction over the target-sorted edges. No ``E x H x D`` tensor is ever built,
-  and no scatter: torch's CPU ``index_add_``/``scatter_add_`` radix-sorts its index on every
-  call (several thread-synchronised passes), which made the gather/scatter kernels 1.2-1.4x
-  PyG's ``TransformerConv`` on 2 threads of an AVX-512 Xeon;
+  a segment reduction over the target-sorted edges. No ``E x H x D`` tensor is ever built, and
+  no scatter. Why (issue 44, per-op profile on 2 threads of an AMD EPYC with AVX-512): the
+  gather/scatter kernels spent their time in ``E x H x D`` memory passes: 7 gathers
+  (``index_select``: they recompute in backward what they do not keep) against PyG's 3 (and 2
+  ``gather``), as many products, and 4 scatters each (``index_add_``/``scatter_add_``, which
+  radix-sort their index on every call). That is bandwidth-bound work whose balance depends on
+  the machine (0.72-0.79x PyG there when quiet, up to 1.5x busy; 1.2-1.4x on a quiet AVX-512
+  Xeon, 0.86x on an AVX2 EPYC); the CSR kernels are 0.45-0.52x at N = 2k-5k, quiet;
 * elsewhere (CUDA, bf16/fp16), :class:`_EdgeDot` (the sampled dense-dense product) and
   :class:`_EdgeAggregate` (the sparse-dense product), which work through the edges in chunks
   and recompute the gathers in backward, with torch's ``index_select``/``index_add_``.

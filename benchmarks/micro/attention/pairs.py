@@ -23,9 +23,9 @@ LIMITS = {("ours_full", "sdpa"): 1.10, ("ours_graph", "pyg_transformerconv"): 1.
           ("ours_encoder", "torch_encoder"): 1.2}
 #: what a check's note says about where its target was measured
 NOTES = {("ours_graph", "pyg_transformerconv"): (
-    "CPU float32: sparse CSR kernels (attn_core.graph); 2 threads of an AMD EPYC (AVX-512), busy: 0.39-0.47x "
-    "at N=2k-200k; the gather/scatter kernels before were 0.8-1.5x there, 1.2-1.4x on a quiet AVX-512 Xeon "
-    "(issue 44)")}
+    "CPU float32: sparse CSR kernels (attn_core.graph). 2 threads of an AMD EPYC (AVX-512), interleaved: 0.45x "
+    "at N=5k and 0.52x at 2k quiet, 0.45x at 50k, 0.26x at 200k busy; the gather/scatter kernels before: "
+    "0.72-0.79x there quiet, up to 1.5x busy, 1.2-1.4x on a quiet AVX-512 Xeon (issue 44)")}
 
 SECTION = Section({
     "enabled": Field("bool", True, doc="false: no time checks"),
