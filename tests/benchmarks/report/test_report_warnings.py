@@ -52,6 +52,7 @@ def test_failed_checks_and_stored_warnings_reach_warnings_and_overview(tmp_path)
         assert f"FAIL {FAILED_CHECK}: 1.056 (target <= 1.0)" in part
         assert BUSY in part
     assert "### Failed micro-benchmark checks (1)" in warn and "### Micro-benchmark warnings (1)" in warn
+    assert warn.index("### Failed micro-benchmark checks") == warn.index("### ")  # listed first
     assert top.index("warning(s)") < top.index("| task / dataset |")  # at the top, before the table
     # the check table: a target that does not apply at this size is not a failure, nor bare "info"
     assert "| not applicable | dense_masked status @ N=5000 E=50000 | ok | oom (expected) |" in md
