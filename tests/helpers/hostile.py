@@ -45,3 +45,11 @@ def poisoned_pickle(path: Path, marker: Path, how: str) -> None:
         "nested in a dict": {"graph": {0: [1]}, "x": _Payload(os.system, f"touch {marker}")},
     }
     path.write_bytes(pickle.dumps(payloads[how], protocol=2))
+
+
+def one_error_line(capsys) -> str:
+    """The single line a refused command wrote to stderr (asserts one line, no traceback)."""
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    return lines[0]

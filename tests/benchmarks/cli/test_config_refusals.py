@@ -13,15 +13,11 @@ import yaml
 
 from benchmarks.cli import main
 from benchmarks.config import CONFIG_DIR
+from tests.helpers.hostile import one_error_line
 
 GPU_CONFIGS = sorted(p.stem for p in CONFIG_DIR.glob("*_gpu.yaml"))
 
 
-def _one_error_line(capsys) -> str:
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    return lines[0]
 
 
 # ----------------------------------------------------------------------------- micro-benchmark configs
@@ -40,7 +36,7 @@ def _one_error_line(capsys) -> str:
 def test_a_micro_benchmark_config_names_its_command(argv, expected, capsys, monkeypatch):
     monkeypatch.chdir(CONFIG_DIR.parents[1])
     assert main(argv) == 2
-    line = _one_error_line(capsys)
+    line = one_error_line(capsys)
     assert expected in line
     assert line.endswith(expected.rsplit("run it with: ", 1)[-1])
 
@@ -49,7 +45,7 @@ def test_a_copied_micro_config_is_recognised_by_its_benchmark_key(tmp_path, caps
     mine = tmp_path / "my_sweep.yaml"
     shutil.copy(CONFIG_DIR / "bench_complexity.yaml", mine)
     assert main(["run", str(mine)]) == 2
-    assert _one_error_line(capsys).endswith(f"run it with: attnbench bench complexity --config {mine}")
+    assert one_error_line(capsys).endswith(f"run it with: attnbench bench complexity --config {mine}")
 
 
 def test_a_suite_config_is_not_taken_for_a_micro_config(capsys):
@@ -85,7 +81,7 @@ def test_every_gpu_config_is_refused_without_cuda_with_the_same_line(dry, tmp_pa
     for name in GPU_CONFIGS:
         out = tmp_path / name
         assert main(["run", name, "--out", str(out)] + (["--dry-run"] if dry else [])) == 2, name
-        line = _one_error_line(capsys)
+        line = one_error_line(capsys)
         m = REFUSAL.fullmatch(line)
         assert m, line  # one pattern for every config: the same message
         assert int(m.group(1)) > 0

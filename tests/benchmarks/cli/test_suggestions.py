@@ -8,6 +8,7 @@ import pytest
 from benchmarks.cli import main
 from tasks.common.registry import UnknownNameError, get_task
 from tasks.common.suggest import did_you_mean, nearest
+from tests.helpers.hostile import one_error_line
 
 
 def test_nearest_and_did_you_mean():
@@ -28,11 +29,6 @@ def test_a_registry_lookup_suggests_and_still_lists_the_valid_names():
         get_task("chess")
 
 
-def _one_error_line(capsys) -> str:
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    return lines[0]
 
 
 @pytest.mark.parametrize("argv,expected", [
@@ -50,4 +46,4 @@ def _one_error_line(capsys) -> str:
 ])
 def test_bad_names_get_the_nearest_valid_ones_in_one_line(argv, expected, capsys):
     assert main(argv) == 2
-    assert expected in _one_error_line(capsys)
+    assert expected in one_error_line(capsys)
