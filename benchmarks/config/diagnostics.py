@@ -101,6 +101,7 @@ def check_diagnostics(cfg: dict[str, Any], cells: Iterable[Any], source: str, pr
     for i, entry in enumerate(entries):
         tag = entry.get("diagnostic") if isinstance(entry, dict) else None
         if tag is not None and tag not in defined:
+            earlier = True  # its cells are untagged now: "no cell runs it" would only echo this
             problems.add(f"{source}: cells[{i}].diagnostic={tag!r} is invalid: expected one of {choices}")
     runs: dict[str, dict[str, str]] = {name: {} for name in defined}  # diagnostic -> model -> family
     for c in cells:

@@ -9,7 +9,7 @@ see :mod:`tasks.speech.models`).
 
 from __future__ import annotations
 
-from tasks.common.registry import DatasetSpec, define_task
+from tasks.common.registry import Bounds, DatasetSpec, define_task
 from tasks.speech import models, modern, module
 from tasks.speech.data import DATASET_DEFAULTS, builder
 from tasks.speech.module import SpeechModule
@@ -20,6 +20,7 @@ TASK = define_task(
     "speech", metric="acc", mode="max", module=module, models=[models, modern],
     description="spoken words: utterance classification and frame tagging of long concatenations",
     datasets=[DatasetSpec(name, builder(name), params, synthetic=synthetic, description=desc,
-                          omit_when_default=("phones_per_word",))
+                          omit_when_default=("phones_per_word",),
+                          bounds={"phones_per_word": Bounds(kind="int", minimum=1, nullable=True)})
               for name, (_cls, _form, params, synthetic, desc) in DATASET_DEFAULTS.items()],
 )

@@ -56,6 +56,7 @@ def test_bad_expectations(expect, needles):
 def test_unknown_tag_lists_the_defined_ones():
     problems = _problems(_suite(["attention > other"], tag="neighbors"))
     assert any("cells[0].diagnostic='neighbors' is invalid: expected one of neighbours" in p for p in problems)
+    assert len(problems) == 1, problems  # no echo: "neighbours: no cell runs it"
 
 
 def test_diagnostic_without_cells_and_missing_keys():
