@@ -184,9 +184,10 @@ def sdpa_safe(q, k, v, mask: Tensor, dropout_p: float, scale) -> Tensor:
 def _full_attention(q, k, v, causal, kpm, dropout_p, scale) -> Tensor:
     if kpm is None:
         b, h, lq, _ = q.shape
-        chunks = min(-(-torch.get_num_threads() // (b * h)), lq // 64)
-        if q.device.type == "cpu" and not causal and chunks > 1:
-            return _full_attention_query_chunks(q, k, v, chunks, dropout_p, scale)
+        if q.device.type == "cpu" and not causal and not torch.compiler.is_compiling():  # (a thread count
+            chunks = min(-(-torch.get_num_threads() // (b * h)), lq // 64)  # is no graph value)
+            if chunks > 1:
+                return _full_attention_query_chunks(q, k, v, chunks, dropout_p, scale)
         # No mask tensor at all: SDPA picks its fused kernel (flash/efficient on GPU, flash on CPU).
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal, scale=scale)
     mask = _dense_mask(q.shape[0], q.shape[2], k.shape[2], causal, None, kpm, q.device)

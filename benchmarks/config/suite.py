@@ -50,61 +50,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from benchmarks.config.budget import BUDGET_EXPECT, budget_ok
 from benchmarks.config.diagnostics import check_diagnostics
 from benchmarks.config.params import merge_params, rename_model_params, renamed_params
 from benchmarks.config.schema import (ConfigError, Field, Problems, Section, load_yaml, parse_override, set_path,
                                       validate)
+from benchmarks.config.trainer import OMIT_WHEN_DEFAULT, TRAINER_FIELDS, resolve_device  # noqa: F401 - re-exported
 
 #: a suite name is a name, never a path: results go to results/<suite>/
 SUITE_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
-
-def _devices_ok(v: Any) -> bool:
-    if v == "auto":
-        return True
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v >= 1
-    ints = isinstance(v, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in v)
-    return ints and bool(v) and min(v) >= 0 and len(set(v)) == len(v)
-
-
-TRAINER_FIELDS = {
-    "max_epochs": Field("int", 100, minimum=1, doc="epochs at most"),
-    "max_steps": Field("int", -1, test=lambda v: v == -1 or v >= 1, expect="-1 (no limit) or an integer >= 1",
-                       doc="optimiser steps at most (-1: no limit)"),
-    "max_time_s": Field("any", None, nullable=True, test=budget_ok, expect=BUDGET_EXPECT,
-                        doc="time budget per cell: wall-clock seconds, or {seconds, reference}: seconds on a "
-                        "reference machine, scaled by this machine's speed fingerprint (benchmarks/run/budget.py)"),
-    "early_stopping_patience": Field("int", None, nullable=True, minimum=1, doc="epochs without improvement; null: off"),
-    "min_epochs": Field("int", 1, minimum=0),
-    "precision": Field("str", "32-true", choices=("32-true", "32", "bf16-mixed", "16-mixed", "64-true", "bf16-true")),
-    "accelerator": Field("str", "auto", choices=("auto", "cpu", "gpu", "cuda")),
-    "devices": Field("any", 1, test=_devices_ok, doc="as lightning.Trainer's devices",
-                     expect="an integer >= 1, a non-empty list of distinct device indices >= 0, or 'auto'"),
-    "gradient_clip_val": Field("float", None, nullable=True, minimum=0),
-    "check_val_every_n_epoch": Field("int", 1, minimum=1),
-    "deterministic": Field("bool", False),
-    "tf32": Field("bool", False, doc="CUDA: TF32 for float32 matmuls and cuDNN convolutions alike (one switch, "
-                  "so no model family gets a faster float32 than another); false: true float32 everywhere"),
-    "compile": Field("bool", False, doc="torch.compile the network (in the worker); its compile time is recorded "
-                     "apart from the train time (cost.compile_s); a network that cannot compile fails its cell"),
-}
-
-#: Trainer keys added after records were first written: left out of a cell's resolved config
-#: (and so of its id) while they keep their default, so existing cell ids stay valid.
-OMIT_WHEN_DEFAULT = {"tf32": False, "compile": False}
-
-
-def resolve_device(accelerator: str) -> str:
-    """The device type a cell will train on: ``cpu`` or ``cuda`` (``auto`` asks torch)."""
-    if accelerator == "cpu":
-        return "cpu"
-    if accelerator in ("gpu", "cuda"):
-        return "cuda"
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 CELL_FIELDS = {
     "task": Field("str", doc="task name (attnbench list)"),

@@ -181,19 +181,53 @@ def callbacks_module():
 
 #: ``trainer.compile``: how the compile time is measured (stored in the record with the numbers).
 COMPILE_METHOD = ("torch.compile of the task module's network in place (nn.Module.compile: the same parameters "
-                  "and state-dict keys) when fit sets up; compile happens lazily in the first batch of each mode, so "
-                  "compile_s = (first train batch - median of the next train batches) + (the same for validation); "
-                  "wall clock, synchronised at the end of each of those first batches")
-#: extra keyword arguments of torch.compile (tests set a backend here)
+                  "and state-dict keys) when fit sets up; compile happens lazily in the first batch of each batch "
+                  "shape and mode, so compile_s = the sum over training's first batches of a shape of (that batch - "
+                  "the median of the next batches of a shape seen before), plus the same for validation; wall "
+                  "clock, synchronised at the end of each timed batch")
+#: extra keyword arguments of torch.compile (tests set a backend here; a backend drops ``mode``)
 COMPILE_KWARGS: dict[str, Any] = {}
 #: batches timed per stage to measure the compile time (the first, then the steady median of the rest)
 COMPILE_PROBE_BATCHES = 4
+#: ``trainer.compile`` value -> torch.compile arguments. ``reduce-overhead``: the whole network one
+#: graph (``fullgraph``: a graph break is the cell's one-line failure, never a silent eager part) and
+#: one graph per batch shape (``dynamic=False``: CUDA graphs replay fixed shapes; length buckets keep
+#: their number small)
+COMPILE_MODE_KWARGS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "reduce-overhead": {"mode": "reduce-overhead", "fullgraph": True, "dynamic": False},
+}
 
 
-def compile_failure(model: str, reason: str | None) -> str:
-    """The one-line reason of a cell whose network ``torch.compile`` could not compile."""
+def compile_mode(value: Any) -> str | None:
+    """``trainer.compile``'s value as a mode name (``true`` is ``default``), None when off."""
+    if value is True:
+        return "default"
+    return value if isinstance(value, str) else None
+
+
+def compile_failure(model: str, reason: str | None, mode: str = "default") -> str:
+    """The one-line reason of a cell whose network ``torch.compile`` could not compile (or, with
+    ``reduce-overhead``, could not capture as one graph)."""
+    if mode == "reduce-overhead":
+        return (f"trainer.compile: reduce-overhead could not capture model {model!r} as one graph ({reason}); "
+                "set trainer.compile: default (graph breaks allowed) or false for this cell")
     return (f"trainer.compile: torch.compile could not compile model {model!r} ({reason}); "
             "set trainer.compile: false for this cell")
+
+
+def batch_shape(batch: Any) -> tuple:
+    """The shapes of every tensor in a batch (dicts, lists, tuples walked; other leaves ignored):
+    what decides whether a compiled graph is reused."""
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return tuple(batch.shape)
+    if isinstance(batch, dict):
+        return tuple((k, batch_shape(v)) for k, v in sorted(batch.items(), key=lambda kv: str(kv[0])))
+    if isinstance(batch, (list, tuple)):
+        return tuple(batch_shape(v) for v in batch)
+    return ()
 
 
 def compile_callback():
@@ -202,16 +236,26 @@ def compile_callback():
 
     import lightning as L
     import torch
+    from torch._dynamo.utils import counters
 
     class CompileNetwork(L.Callback):
         """Compiles ``pl_module.net`` in place at fit's setup and times the first
         :data:`COMPILE_PROBE_BATCHES` batches of training and of validation (see
         :data:`COMPILE_METHOD`); :meth:`summary` is the record's ``cost.compile`` block.
-        ``failed_compiling``: an exception came out of a stage's first batch (where compiling happens)."""
+        ``failed_compiling``: an exception came out of a stage's first batch of a shape (where
+        compiling happens). ``mode``: a :data:`COMPILE_MODE_KWARGS` key; ``buckets``: the length
+        buckets in use (the recompile limit must hold a graph per shape and stage)."""
 
-        def __init__(self) -> None:
-            self.times: dict[str, list[float]] = {"train": [], "val": []}
+        def __init__(self, mode: str = "default", buckets: int = 1) -> None:
+            self.mode, self.buckets = mode, buckets
+            self.shapes: dict[str, set] = {"train": set(), "val": set(), "test": set()}
+            self.graphs = {"train": 0, "val": 0, "test": 0}  # graphs compiled in each stage's first batches of a shape
+            self._graphs0 = self._skips0 = self._stage_graphs0 = 0
+            self._limit: tuple[int, bool] | None = None
+            self.first: dict[str, list[float]] = {"train": [], "val": [], "test": []}  # first batch of each shape
+            self.steady: dict[str, list[float]] = {"train": [], "val": [], "test": []}  # the next few of known shapes
             self._t0 = 0.0
+            self._timing: list[float] | None = None
             self._in_first: str | None = None
             self.failed_compiling = False
             self.error: str | None = None  # the compile error, one line
@@ -223,34 +267,67 @@ def compile_callback():
                 if not isinstance(net, torch.nn.Module):
                     raise CellFailure(f"trainer.compile: the task module {type(pl_module).__name__} has no network "
                                       "in .net to compile")
-                net.compile(**COMPILE_KWARGS)
+                kwargs = {**COMPILE_MODE_KWARGS[self.mode], **COMPILE_KWARGS}
+                if "backend" in COMPILE_KWARGS:
+                    kwargs.pop("mode", None)
+                torch._dynamo.reset()  # no graph of an earlier cell in this process counts against the limit
+                self._limit = torch._dynamo.config.recompile_limit, torch._dynamo.config.allow_rnn
+                # per code object: K training shapes, up to 2K (a short last batch per bucket) for
+                # validation and for test, each with its own graph, and room to spare
+                torch._dynamo.config.recompile_limit = max(self._limit[0], 5 * self.buckets + 8)
+                # the RNNs run their layers through torch._VF calls (tasks/common/rnn.py), which trace
+                torch._dynamo.config.allow_rnn = True
+                self._graphs0 = counters["stats"]["unique_graphs"]
+                self._skips0 = counters["inductor"]["cudagraph_skips"]
+                net.compile(**kwargs)
                 self.compiled = True
 
-        def _begin(self, trainer, stage: str) -> None:
-            if len(self.times[stage]) < COMPILE_PROBE_BATCHES:
-                self._in_first = stage if not self.times[stage] else None
+        def restore(self) -> None:
+            """Put back the torch.compile settings changed at setup (after the cell: fit and test)."""
+            if self._limit is not None:
+                (torch._dynamo.config.recompile_limit, torch._dynamo.config.allow_rnn), self._limit = self._limit, None
+
+        def _begin(self, trainer, stage: str, batch: Any) -> None:
+            shape = batch_shape(batch)
+            new = shape not in self.shapes[stage]
+            self.shapes[stage].add(shape)
+            if self.mode == "reduce-overhead":
+                torch.compiler.cudagraph_mark_step_begin()  # a new step: earlier graph outputs are done
+            self._in_first = stage if new else None
+            self._stage_graphs0 = counters["stats"]["unique_graphs"]
+            self._timing = (self.first[stage] if new else self.steady[stage]
+                            if len(self.steady[stage]) < COMPILE_PROBE_BATCHES - 1 else None)
+            if self._timing is not None:
                 self._t0 = time.perf_counter()
 
         def _end(self, trainer, stage: str) -> None:
-            if len(self.times[stage]) < COMPILE_PROBE_BATCHES:
+            if self._timing is not None:
                 if trainer.strategy.root_device.type == "cuda":
                     torch.cuda.synchronize()
-                self.times[stage].append(time.perf_counter() - self._t0)
-                self._in_first = None
+                self._timing.append(time.perf_counter() - self._t0)
+            if self._in_first is not None:
+                self.graphs[stage] += counters["stats"]["unique_graphs"] - self._stage_graphs0
+            self._in_first = self._timing = None
 
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-            self._begin(trainer, "train")
+            self._begin(trainer, "train", batch)
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             self._end(trainer, "train")
 
         def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0) -> None:
             if not trainer.sanity_checking:
-                self._begin(trainer, "val")
+                self._begin(trainer, "val", batch)
 
         def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
             if not trainer.sanity_checking:
                 self._end(trainer, "val")
+
+        def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0) -> None:
+            self._begin(trainer, "test", batch)
+
+        def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+            self._end(trainer, "test")
 
         def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
             self.failed_compiling = self._in_first is not None
@@ -259,17 +336,24 @@ def compile_callback():
             self.error = f"{type(inner).__name__}: {lines[0][:300] if lines else repr(inner)}"
 
         def summary(self) -> dict[str, Any]:
-            """``{"method", "compile_s", "train": {first_batch_s, steady_batch_s, compile_s}, "val": ...}``
-            (a stage with one batch only: its compile_s is the whole first batch, ``steady_batch_s`` None)."""
-            out: dict[str, Any] = {"method": COMPILE_METHOD, "compile_s": 0.0}
-            for stage, ts in self.times.items():
-                if not ts:
+            """``{"method", "mode", "compile_s", "shapes": {train, val}, "graphs", "cudagraph_skips",
+            "train": {first_batch_s, steady_batch_s, compile_s, new_shapes}, "val": ..., "test": ...}``
+            (``compile_s``: training's and validation's, the fit's part; a stage
+            without repeated shapes: its compile_s is its first batches whole, ``steady_batch_s`` None).
+            ``graphs``: forward graphs torch.compile made (each with its backward in training), per
+            stage and in all (``total``: fit and test)."""
+            out: dict[str, Any] = {"method": COMPILE_METHOD, "mode": self.mode, "compile_s": 0.0,
+                                   "shapes": {k: len(v) for k, v in self.shapes.items()},
+                                   "graphs": {**self.graphs, "total": counters["stats"]["unique_graphs"] - self._graphs0},
+                                   "cudagraph_skips": counters["inductor"]["cudagraph_skips"] - self._skips0}
+            for stage, firsts in self.first.items():
+                if not firsts:
                     continue
-                steady = statistics.median(ts[1:]) if len(ts) > 1 else None
-                c = max(ts[0] - (steady or 0.0), 0.0)
-                out[stage] = {"first_batch_s": round(ts[0], 4), "steady_batch_s": None if steady is None
-                              else round(steady, 4), "compile_s": round(c, 4)}
-                out["compile_s"] += c
+                steady = statistics.median(self.steady[stage]) if self.steady[stage] else None
+                c = sum(max(t - (steady or 0.0), 0.0) for t in firsts)
+                out[stage] = {"first_batch_s": round(firsts[0], 4), "steady_batch_s": None if steady is None
+                              else round(steady, 4), "compile_s": round(c, 4), "new_shapes": len(firsts)}
+                out["compile_s"] += c if stage != "test" else 0.0  # what the fit's time holds
             out["compile_s"] = round(out["compile_s"], 4)
             return out
 

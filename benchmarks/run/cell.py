@@ -23,6 +23,7 @@ from benchmarks.run import scoring as S
 from benchmarks.run.callbacks import CellFailure, callbacks_module, null_profiler, quiet_lightning
 from benchmarks.run.measure import PeakMemory, is_oom_error
 from benchmarks.config.suite import Cell
+from benchmarks.config.trainer import bucket_spec
 
 DEFAULT_CACHE = Path(os.environ.get("ATTNBENCH_CACHE", Path.home() / ".cache" / "attnbench"))
 
@@ -240,6 +241,10 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
                 rec["data"]["train_size"] = int(limit(cell.train_fraction, cell.seed))
             elif isinstance(dm.info.get("num_train"), int):
                 rec["data"]["train_size"] = dm.info["num_train"]
+            buckets = bucket_spec(cell.config["trainer"])
+            if buckets is not None and callable(getattr(dm, "use_length_buckets", None)):
+                if dm.use_length_buckets(buckets) is not None:  # None: items without lengths (one shape already)
+                    rec["cost"]["padding"] = dm.padding_report()
             longest = getattr(dm, "longest_input", None)  # in sequence positions: a window >= it is full
             if callable(longest) and longest() is not None:
                 rec["data"]["max_len"] = int(longest())

@@ -106,7 +106,8 @@ def flops_per_sample(module: Any, datamodule: Any) -> float | None:
         batch = module.transfer_batch_to_device(batch, module.device, 0)
         was_training = module.training
         module.eval()
-        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        # eager even when trainer.compile compiled the network: torch.compile refuses the counter's mode
+        with torch.compiler.set_stance("force_eager"), torch.no_grad(), FlopCounterMode(display=False) as counter:
             out = module.step(batch, "val")
         module.train(was_training)
         return counter.get_total_flops() / max(int(out.samples), 1)

@@ -127,21 +127,29 @@ def execute_cell(cell: Cell, suite: str, opts, *, seen: dict[str, Any] | None = 
 
 def train_cell(cell: Cell, suite: str, opts, *, callbacks: tuple = ()) -> dict[str, Any]:
     """:func:`benchmarks.run.cell.run_cell` with the worker's options of a cell: with
-    ``trainer.compile: true`` its network is compiled (:mod:`benchmarks.run.callbacks`) and the
+    ``trainer.compile`` (true, a mode) its network is compiled (:mod:`benchmarks.run.callbacks`) and the
     compile time is stored apart (``cost.compile_s`` and ``cost.compile``; ``train_time_s`` and
     ``train_compute_s`` exclude it, their totals with it kept as ``*_with_compile_s``); a network
     that cannot compile is a failed record with a one-line reason. ``callbacks``: more Lightning
     callbacks attached to this cell's trainer (``attnbench profile``, ``bench train``)."""
-    from benchmarks.run.callbacks import compile_callback, attach_callbacks, compile_failure
+    from benchmarks.config.trainer import bucket_spec
+    from benchmarks.run.callbacks import attach_callbacks, compile_callback, compile_failure, compile_mode
     from benchmarks.run.cell import run_cell
 
-    compiler = compile_callback()() if (cell.config.get("trainer") or {}).get("compile") else None
-    with attach_callbacks(*([compiler] if compiler else []), *callbacks):
-        rec = run_cell(cell, suite, opts)
+    trainer = cell.config.get("trainer") or {}
+    mode, buckets = compile_mode(trainer.get("compile")), bucket_spec(trainer)
+    count = len(buckets) if isinstance(buckets, list) else buckets or 1
+    compiler = compile_callback()(mode, count) if mode else None
+    try:
+        with attach_callbacks(*([compiler] if compiler else []), *callbacks):
+            rec = run_cell(cell, suite, opts)
+    finally:
+        if compiler is not None:
+            compiler.restore()
     if compiler is None:
         return rec
     if rec["status"] != "ok" and compiler.failed_compiling:
-        rec["reason"] = compile_failure(cell.model, compiler.error or rec["reason"])
+        rec["reason"] = compile_failure(cell.model, compiler.error or rec["reason"], mode)
         return rec
     cost = rec["cost"]
     info = compiler.summary()

@@ -35,7 +35,9 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, S
 
 from tasks.common.io import write_atomic
 from tasks.common.padding import pad_fields, pad_sequences
+from tasks.common.buckets import DEFAULT_COUNT, LengthBuckets, padding_cost
 from tasks.common.sampling import BucketBatchSampler, ShardedBatchSampler, rank_and_world
+from tasks.common.unpickle import SAFE_PICKLE_GLOBALS, RestrictedUnpickler
 
 __all__ = [
     "DataMissing", "DataCorrupt", "corrupt", "reading", "origin", "read_text", "require_classes", "safe_unpickle",
@@ -130,30 +132,12 @@ def require_classes(labels: Tensor, *, what: str, names: Sequence[str] | None = 
 
 
 # ----------------------------------------------------------------------------- restricted unpickling
-#: Globals a data pickle may name: numpy arrays, scipy sparse matrices and plain builtins.
-SAFE_PICKLE_GLOBALS: frozenset[tuple[str, str]] = frozenset(
-    [(f"numpy.{c}core.multiarray", n) for c in ("", "_") for n in ("_reconstruct", "scalar")]
-    + [(f"scipy.sparse.{u}{k}", f"{k}_matrix") for u in ("", "_") for k in ("csr", "csc", "coo")]
-    + [(b, n) for b in ("builtins", "__builtin__") for n in "list dict set frozenset tuple int float complex bool "
-       "str bytes bytearray object unicode long".split()]
-    + [("numpy", "ndarray"), ("numpy", "dtype"), ("collections", "defaultdict"), ("collections", "OrderedDict"),
-       ("copy_reg", "_reconstructor"), ("copyreg", "_reconstructor"), ("_codecs", "encode")])  # bytes, protocol 2
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in SAFE_PICKLE_GLOBALS:
-            raise pickle.UnpicklingError(f"refused to load global {module}.{name} (allowed: numpy arrays, scipy "
-                                         f"sparse matrices, builtins); the file may be crafted to run code")
-        return super().find_class(module, name)
-
-
 def safe_unpickle(path: str | os.PathLike) -> Any:
     """Unpickle a data file (latin1 strings, as Python 2 pickles need) allowing only
     :data:`SAFE_PICKLE_GLOBALS`, so a crafted file cannot run code; errors are :class:`DataCorrupt`."""
     with reading(path), open(path, "rb") as fh, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # numpy.core -> numpy._core
-        return _RestrictedUnpickler(fh, encoding="latin1").load()
+        return RestrictedUnpickler(fh, encoding="latin1").load()
 
 
 # ----------------------------------------------------------------------------- the cache
@@ -349,6 +333,7 @@ class SplitDataModule(L.LightningDataModule):
         self._info: dict[str, Any] | None = None
         self._checksum: str | None = None
         self.train_fraction = 1.0
+        self.buckets: LengthBuckets | None = None  # fixed padded lengths (use_length_buckets)
 
     # -- to implement ------------------------------------------------------------------
     def load(self) -> dict[str, Dataset]:  # pragma: no cover - abstract
@@ -439,6 +424,42 @@ class SplitDataModule(L.LightningDataModule):
             info["num_train"] = len(idx)
         return len(idx)
 
+    def use_length_buckets(self, spec: int | list[int] | None = None) -> LengthBuckets | None:
+        """Pad every batch to a fixed length bucket from now on (:mod:`tasks.common.buckets`):
+        ``spec`` a count (quantile buckets of the training lengths; None: the default count) or the
+        padded lengths. Call it after :meth:`limit_train`. None (nothing changes) where items have
+        no length: their batches have one shape already."""
+        ds = self.splits["train"]
+        if self.length(ds[0]) is None:
+            return None
+        every = [self.length(d[i]) for d in self.splits.values() for i in range(len(d))]
+        if isinstance(spec, list):
+            self.buckets = LengthBuckets.given(spec, max(every))
+        else:
+            train = [self.length(ds[i]) for i in range(len(ds))]
+            self.buckets = LengthBuckets.from_lengths(train, spec or DEFAULT_COUNT, max(every))
+        return self.buckets
+
+    def pad_length(self, items: list[Any]) -> int | None:
+        """The length a collate pads ``items`` to: their bucket's (None without buckets: the longest)."""
+        return self.buckets.pad_length(max(self.length(it) for it in items)) if self.buckets else None
+
+    def padding_report(self) -> dict[str, Any] | None:
+        """Real and padded positions of the first training epoch as batched (``padded``,
+        ``overhead``), and without buckets (``batch_longest``) with the buckets and the distinct
+        batch shapes; None where items have no length. The record's ``cost.padding``."""
+        sampler = self.train_dataloader().batch_sampler
+        if not isinstance(sampler, BucketBatchSampler):
+            return None
+        batches, lengths = sampler.all_batches(0), sampler.lengths
+        out: dict[str, Any] = padding_cost(batches, lengths, self.buckets)
+        if self.buckets is not None:
+            plain = BucketBatchSampler(lengths, sampler.batch_size, max_tokens=self.max_tokens, seed=self.shuffle_seed)
+            shapes = {(len(b), self.buckets.pad_length(max(lengths[i] for i in b))) for b in batches}
+            out.update(batch_longest=padding_cost(plain.all_batches(0), lengths, None), buckets=list(
+                self.buckets.bounds), buckets_how=self.buckets.how, shapes_per_epoch=len(shapes))
+        return out
+
     def _dataset_name(self) -> str:
         name = getattr(self, "name", None) or getattr(self, "cache_name", None)
         return name if isinstance(name, str) else type(self).__name__
@@ -456,7 +477,7 @@ class SplitDataModule(L.LightningDataModule):
         if self.length(first) is not None:
             lengths = [self.length(ds[i]) for i in range(len(ds))]
             sampler = BucketBatchSampler(lengths, bs, max_tokens=self.max_tokens, shuffle=train,
-                                         seed=self.shuffle_seed, even=train)
+                                         seed=self.shuffle_seed, even=train, buckets=self.buckets, fill=train)
             return DataLoader(ds, batch_sampler=sampler, collate_fn=self.collate, num_workers=self.num_workers)
         g = torch.Generator().manual_seed(self.shuffle_seed)
         if rank_and_world()[1] > 1:  # the same batches as one process, this rank's shard (tasks.common.sampling)

@@ -21,11 +21,14 @@ are fewer batches than ranks are the first batches repeated so that no rank is l
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
+
+if TYPE_CHECKING:
+    from tasks.common.buckets import LengthBuckets
 
 __all__ = ["rank_and_world", "shard_batches", "BucketBatchSampler", "ShardedBatchSampler"]
 
@@ -89,6 +92,11 @@ class BucketBatchSampler(_RankAware):
     shuffled. The shuffle is seeded by ``seed`` and the epoch (:meth:`set_epoch`, or advanced
     automatically each ``__iter__``), so runs are repeatable. Under ``torch.distributed`` a
     rank gets its shard of those batches (module docstring; ``even`` for training).
+
+    With ``buckets`` (:class:`~tasks.common.buckets.LengthBuckets`) the batches are cut per fixed
+    bucket instead, each of the bucket's batch size, so that padded shapes repeat; ``fill``
+    (training) completes a bucket's last, short batch with the bucket's first items of the
+    epoch again (seen twice then), so every training batch of a bucket has one shape.
     """
 
     def __init__(
@@ -104,6 +112,8 @@ class BucketBatchSampler(_RankAware):
         even: bool = True,
         rank: int | None = None,
         world_size: int | None = None,
+        buckets: "LengthBuckets | None" = None,
+        fill: bool = False,
     ) -> None:
         if isinstance(lengths, Sampler):  # Lightning's re-instantiation: BucketBatchSampler(sampler, batch_size=...)
             raise TypeError(_USE_OWN_SHARDING.format(cls=type(self).__name__))
@@ -118,6 +128,7 @@ class BucketBatchSampler(_RankAware):
         self.seed = seed
         self.pool = max(1, pool_batches) * batch_size
         self.drop_last = drop_last
+        self.buckets, self.fill = buckets, bool(fill)
         self.epoch = 0
         self._auto_epoch = True
         self._init_rank(rank, world_size, even)
@@ -131,6 +142,33 @@ class BucketBatchSampler(_RankAware):
         n = len(self.lengths)
         g = torch.Generator().manual_seed(self.seed * 100003 + epoch)
         order = torch.randperm(n, generator=g).tolist() if self.shuffle else list(range(n))
+        batches = self._per_bucket(order) if self.buckets is not None else self._pooled(order)
+        if self.shuffle:
+            perm = torch.randperm(len(batches), generator=g).tolist()
+            batches = [batches[i] for i in perm]
+        return batches
+
+    def _per_bucket(self, order: list[int]) -> list[list[int]]:
+        """Batches of fixed shape per bucket (class docstring), buckets in order."""
+        assert self.buckets is not None
+        groups: list[list[int]] = [[] for _ in self.buckets.bounds]
+        for i in order:
+            groups[self.buckets.index(self.lengths[i])].append(i)
+        batches: list[list[int]] = []
+        for k, items in enumerate(groups):
+            size = self.buckets.batch_size(k, self.batch_size, self.max_tokens)
+            for start in range(0, len(items), size):
+                batch = items[start : start + size]
+                if len(batch) < size and self.fill:
+                    batch += (items * -(-size // len(items)))[: size - len(batch)]
+                elif len(batch) < size and self.drop_last:
+                    continue
+                batches.append(batch)
+        return batches
+
+    def _pooled(self, order: list[int]) -> list[list[int]]:
+        """Batches of similar length, cut from sorted pools (class docstring)."""
+        n = len(order)
         batches: list[list[int]] = []
         for start in range(0, n, self.pool):
             pool = sorted(order[start : start + self.pool], key=lambda i: self.lengths[i])
@@ -150,9 +188,6 @@ class BucketBatchSampler(_RankAware):
                 batches.append(cur)
         if self.drop_last and batches and len(batches[-1]) < self.batch_size and self.max_tokens is None:
             batches = batches[:-1]
-        if self.shuffle:
-            perm = torch.randperm(len(batches), generator=g).tolist()
-            batches = [batches[i] for i in perm]
         return batches
 
     def _batches(self, epoch: int) -> list[list[int]]:

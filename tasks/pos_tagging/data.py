@@ -210,12 +210,15 @@ class TaggingDataModule(SplitDataModule):
         return int(item[0].shape[0])
 
     def collate(self, items: list[tuple[Tensor, Tensor, Tensor, Tensor]]) -> dict[str, Tensor]:
-        (words, forms, tags, oov), mask = pad_fields(items, (PAD, 0, 0, False))  # each (B, L)
+        to = self.pad_length(items)  # None, or the length bucket's
+        (words, forms, tags, oov), mask = pad_fields(items, (PAD, 0, 0, False), to)  # each (B, L)
         uniq, types = torch.unique(forms, return_inverse=True)  # types (B, L) -> row of chars
         chars = self.form_chars[uniq]  # (T, W)
-        width = int((chars != PAD).sum(1).max())
-        return {"words": words, "types": types, "chars": chars[:, :width], "tags": tags,
-                "oov": oov & mask, "mask": mask}
+        if to is None:
+            chars = chars[:, : int((chars != PAD).sum(1).max())]
+        else:  # one shape per bucket: T to B * L rows (at most that many forms), every char column
+            chars = torch.cat([chars, chars.new_full((words.numel() - len(uniq), chars.shape[1]), PAD)])
+        return {"words": words, "types": types, "chars": chars, "tags": tags, "oov": oov & mask, "mask": mask}
 
     def make_info(self, splits: dict[str, Any]) -> dict[str, Any]:
         assert self.words is not None and self.chars is not None

@@ -255,11 +255,12 @@ class SpeechDataModule(SplitDataModule):
         return int(item[0].shape[0])
 
     def collate(self, items: list[tuple[Tensor, Any]]) -> dict[str, Tensor]:
-        x, mask = pad_sequences([it[0] for it in items])  # (B, L, F), (B, L)
+        to = self.pad_length(items)  # None, or the length bucket's
+        x, mask = pad_sequences([it[0] for it in items], 0, to)  # (B, L, F), (B, L)
         if self.form == "classify":
             y = torch.tensor([int(it[1]) for it in items], dtype=torch.long)  # (B,)
         else:
-            y, _ = pad_sequences([it[1] for it in items], pad_value=IGNORE)  # (B, L)
+            y, _ = pad_sequences([it[1] for it in items], IGNORE, to)  # (B, L)
         return {"x": x, "mask": mask, "y": y}
 
     def checksum_parts(self) -> Iterable[Any]:

@@ -262,8 +262,9 @@ class TranslationDataModule(SplitDataModule):
             yield [(ds[i][0], ds[i][1]) for i in range(len(ds))]
 
     def collate(self, items: list[tuple[Tensor, Tensor, str]]) -> dict[str, Any]:
-        src, src_mask = pad_sequences([it[0] for it in items], PAD)  # (B, S)
-        tgt, tgt_mask = pad_sequences([it[1] for it in items], PAD)  # (B, T)
+        to = self.pad_length(items)  # with length buckets: both sides to the bucket of the longer
+        src, src_mask = pad_sequences([it[0] for it in items], PAD, to)  # (B, S)
+        tgt, tgt_mask = pad_sequences([it[1] for it in items], PAD, to)  # (B, T)
         return {"src": src, "src_mask": src_mask, "tgt": tgt, "tgt_mask": tgt_mask, "refs": [it[2] for it in items]}
 
 

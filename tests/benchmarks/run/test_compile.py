@@ -66,7 +66,7 @@ def test_compiled_cell_records_compile_time_apart(tmp_path):
     assert cost["compile_s"] > 0 and cost["compile"]["train"]["first_batch_s"] > cost["compile"]["train"]["steady_batch_s"]
     assert cost["train_time_with_compile_s"] == pytest.approx(cost["train_time_s"] + cost["compile_s"], abs=2e-3)
     assert cost["train_compute_s"] < cost["train_compute_with_compile_s"]
-    assert "first train batch" in cost["compile"]["method"]
+    assert "first batches of a shape" in cost["compile"]["method"] and cost["compile"]["mode"] == "default"
 
 
 def test_network_that_cannot_compile_fails_with_one_line(tmp_path, monkeypatch):
