@@ -46,6 +46,7 @@ SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _lazy("benchmarks.cli.evaluate", "add_eval"),
     _lazy("benchmarks.cli.bench", "add_bench"),
     _lazy("benchmarks.cli.profile", "add_profile"),
+    _lazy("benchmarks.cli.buckets", "add_buckets"),
     _lazy("benchmarks.cli.listing", "add_list"),
     _lazy("benchmarks.cli.suite", "add_data"),
     _lazy("benchmarks.cli.cells", "add_cell"),

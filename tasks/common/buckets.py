@@ -28,6 +28,11 @@ def _round_up(n: int, to: int = ROUND_TO) -> int:
     return max(to, -(-int(n) // to) * to)
 
 
+def _items(length: int, batch_size: int, max_tokens: int | None) -> int:
+    """Items per batch of padded ``length``: ``batch_size``, fewer when ``max_tokens`` caps the positions."""
+    return batch_size if max_tokens is None else max(1, min(batch_size, max_tokens // length))
+
+
 @dataclass(frozen=True)
 class LengthBuckets:
     """Padded lengths, increasing. ``how``: how they were chosen (stored in the record)."""
@@ -41,26 +46,31 @@ class LengthBuckets:
             raise ValueError(f"length buckets {list(b)!r}: expected increasing integers >= 1")
 
     @classmethod
-    def from_lengths(cls, train: Sequence[int], count: int, longest: int) -> "LengthBuckets":
-        """At most ``count`` padded lengths, multiples of :data:`ROUND_TO`, that pad the ``train``
-        lengths least in all (an exact dynamic programme over the multiples the lengths round up
-        to); the last is ``longest`` (over every split) rounded up, so no item is beyond it."""
+    def from_lengths(cls, train: Sequence[int], count: int, longest: int, batch_size: int | None = None,
+                     max_tokens: int | None = None) -> "LengthBuckets":
+        """At most ``count`` padded lengths, multiples of :data:`ROUND_TO`, that make a training
+        epoch's padded positions fewest (an exact dynamic programme over the multiples the lengths
+        round up to): each item padded to its bucket's length and, with ``batch_size``, each
+        bucket's last batch filled to the bucket's batch size (:meth:`batch_size`). The last length
+        is ``longest`` (over every split) rounded up, so no item is beyond it."""
         if count < 1:
             raise ValueError(f"length buckets: count={count}; must be >= 1")
         top = _round_up(max([longest, *train]))
         rounded = sorted({_round_up(n) for n in train} | {top})  # candidate bounds c_0 < ... < c_U-1
         pos = {c: i for i, c in enumerate(rounded)}
-        cnt, tot = [0] * len(rounded), [0] * len(rounded)
+        cnt = [0] * len(rounded)
         for n in train:
             cnt[pos[_round_up(n)]] += 1
-            tot[pos[_round_up(n)]] += int(n)
-        pc, pt = [0], [0]  # prefix counts and sums
-        for c, t in zip(cnt, tot):
+        pc = [0]  # prefix counts
+        for c in cnt:
             pc.append(pc[-1] + c)
-            pt.append(pt[-1] + t)
 
-        def pad(i: int, j: int) -> int:  # items in candidates i..j padded to rounded[j]
-            return rounded[j] * (pc[j + 1] - pc[i]) - (pt[j + 1] - pt[i])
+        def pad(i: int, j: int) -> int:  # positions of the items in candidates i..j padded to rounded[j]
+            n = pc[j + 1] - pc[i]
+            if batch_size is not None and n:
+                size = _items(rounded[j], batch_size, max_tokens)
+                n = -(-n // size) * size  # the last batch filled
+            return rounded[j] * n
 
         u = len(rounded)
         best = [pad(0, j) for j in range(u)]  # best[j]: one bucket ending at j
@@ -74,7 +84,8 @@ class LengthBuckets:
                         nxt[j], ncut[j] = v, cut[i] + [j]
             best, cut = nxt, ncut
         return cls(tuple(rounded[j] for j in cut[u - 1]), how=f"at most {count} lengths, multiples of {ROUND_TO}, "
-                   "that pad the training lengths least; the last holds the longest item of any split")
+                   "with the fewest padded positions in a training epoch (filled last batches included); the "
+                   "last holds the longest item of any split")
 
     @classmethod
     def given(cls, bounds: Sequence[int], longest: int) -> "LengthBuckets":
@@ -98,9 +109,7 @@ class LengthBuckets:
 
     def batch_size(self, k: int, batch_size: int, max_tokens: int | None) -> int:
         """Items per batch in bucket ``k``: ``batch_size``, fewer when ``max_tokens`` caps the padded tokens."""
-        if max_tokens is None:
-            return batch_size
-        return max(1, min(batch_size, max_tokens // self.bounds[k]))
+        return _items(self.bounds[k], batch_size, max_tokens)
 
 
 def padding_cost(batches: Sequence[Sequence[int]], lengths: Sequence[int],

@@ -437,7 +437,8 @@ class SplitDataModule(L.LightningDataModule):
             self.buckets = LengthBuckets.given(spec, max(every))
         else:
             train = [self.length(ds[i]) for i in range(len(ds))]
-            self.buckets = LengthBuckets.from_lengths(train, spec or DEFAULT_COUNT, max(every))
+            self.buckets = LengthBuckets.from_lengths(train, spec or DEFAULT_COUNT, max(every), self.batch_size,
+                                                      self.max_tokens)
         return self.buckets
 
     def pad_length(self, items: list[Any]) -> int | None:

@@ -1,0 +1,134 @@
+"""``attnbench buckets CONFIG [--counts 1,2,4,8] [--data-dir DIR] [--out FILE]``: what fixed length
+buckets (``trainer.length_buckets``, implied by ``trainer.compile: reduce-overhead``) would cost each
+sequence dataset of a config, before any training: per bucket count, the padded lengths, the
+distinct batch shapes of a training epoch and of validation + test (under ``reduce-overhead``
+one compiled graph each), and the padding against batches padded to their own longest item.
+Reads the data only (no model is built); writes the figures as JSON with ``--out``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from benchmarks.cli.options import add_data_options, check_data_dir, resolve_config
+from benchmarks.config.schema import CliError, ConfigError
+
+__all__ = ["add_buckets", "cmd_buckets", "bucket_table"]
+
+DEFAULT_COUNTS = (1, 2, 4, 8)
+
+
+def add_buckets(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("buckets", help="what length buckets cost each sequence dataset of a config",
+                       description="For every sequence dataset of a suite config: the padded lengths, the distinct "
+                       "batch shapes (one compiled graph each under trainer.compile: reduce-overhead) and the "
+                       "padding of K length buckets, against batches padded to their own longest item. Reads data "
+                       "only; no training.")
+    p.add_argument("config", metavar="CONFIG", help="a suite YAML, or the name of a shipped one (e.g. quick)")
+    p.add_argument("--counts", default=",".join(map(str, DEFAULT_COUNTS)), metavar="K,K,...",
+                   help=f"bucket counts to try (default {','.join(map(str, DEFAULT_COUNTS))})")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key as with attnbench run; repeatable")
+    p.add_argument("--out", metavar="FILE", help="also write the figures to this JSON file")
+    add_data_options(p)
+    p.set_defaults(handler=cmd_buckets)
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise CliError(f"--counts {text!r}: expected comma-separated integers >= 1, e.g. 1,2,4,8")
+    return sorted(set(counts))
+
+
+def _shapes(dm: Any, split: str, train: bool) -> set[tuple[int, int]]:
+    """(items, padded length) of every batch of ``split``'s loader (one epoch, from the sampler)."""
+    sampler = dm._loader(split, train).batch_sampler
+    lengths = sampler.lengths
+    return {(len(b), dm.buckets.pad_length(max(lengths[i] for i in b))) for b in sampler.all_batches(0)}
+
+
+def bucket_table(cells: list, counts: list[int], data_dir: Path | None, cache_dir: Path,
+                 log=print) -> list[dict[str, Any]]:
+    """One row per (sequence dataset of ``cells``, bucket count)."""
+    from tasks.common.registry import get_task
+
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for cell in cells:
+        key = f"{cell.task}/{cell.dataset} {cell.config['dataset_params']} {cell.train_fraction}"
+        if key in seen:
+            continue
+        seen.add(key)
+        ds = get_task(cell.task).datasets.get(cell.dataset)
+        dm = ds.build(data_dir, cache_dir, cell.seed, **cell.config["dataset_params"])
+        dm.setup("fit")
+        if cell.train_fraction < 1:
+            dm.limit_train(cell.train_fraction, cell.seed)
+        if not callable(getattr(dm, "use_length_buckets", None)) or dm.use_length_buckets(1) is None:
+            continue  # fixed shapes already (images, full-batch graphs)
+        tag = cell.config.get("diagnostic")
+        name = f"{cell.task}/{cell.dataset}" + (f" ({tag})" if tag else "")
+        for k in counts:
+            dm.use_length_buckets(k)
+            rep = dm.padding_report()
+            evals = _shapes(dm, "val", False) | _shapes(dm, "test", False)
+            rows.append({"dataset": name, "params": cell.config["dataset_params"], "count": k,
+                         "lengths": rep["buckets"], "train_shapes": rep["shapes_per_epoch"],
+                         "eval_shapes": len(evals), "positions": rep["positions"], "padded": rep["padded"],
+                         "repeated": rep["repeated"], "overhead": rep["overhead"],
+                         "batch_longest_overhead": rep["batch_longest"]["overhead"]})
+            log(_line(rows[-1]))
+    return rows
+
+
+HEADER = (f"{'dataset':<34} {'K':>2}  {'padded lengths':<34} {'train':>5} {'eval':>4}  "
+          f"{'padding':>8} {'repeats':>7}  {'longest-item batches':>20}")
+
+
+def _line(r: dict[str, Any]) -> str:
+    lengths = ",".join(map(str, r["lengths"]))
+    lengths = lengths if len(lengths) <= 34 else lengths[:31] + "..."
+    return (f"{r['dataset'][:34]:<34} {r['count']:>2}  {lengths:<34} {r['train_shapes']:>5} {r['eval_shapes']:>4}  "
+            f"{r['overhead']:>+8.1%} {r['repeated'] / max(r['positions'], 1):>7.1%}  "
+            f"{r['batch_longest_overhead']:>+20.1%}")
+
+
+def cmd_buckets(args: argparse.Namespace) -> int:
+    """Exit codes: 0 printed, 2 usage or config error (a dataset that cannot load: its one line)."""
+    from benchmarks.config.suite import expand, load_suite_with_notices
+    from benchmarks.run import records as R
+    from benchmarks.run.cell import DEFAULT_CACHE
+
+    counts = _counts(args.counts)
+    path = resolve_config(args.config)
+    try:
+        cfg, notices = load_suite_with_notices(path, list(args.sets))
+        cells = expand(cfg)
+    except ConfigError as err:
+        raise CliError(str(err)) from None
+    for line in notices:
+        print(f"note: {line}")
+    data_dir = check_data_dir(args.data_dir)
+    cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE
+    print(f"length buckets of {cfg['suite']}'s sequence datasets: per count K, the padded lengths, distinct batch "
+          "shapes of one training epoch and of validation + test, and the positions padding and repeated items add "
+          "to the data's own (a training epoch), against batches padded to their longest item")
+    print(HEADER)
+    try:
+        rows = bucket_table(cells, counts, data_dir, cache_dir)
+    except (OSError, ValueError) as err:
+        raise CliError(f"{args.config}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
+    if not rows:
+        print("(no sequence dataset in this config: images and full-batch graphs have one batch shape already)")
+    print("under trainer.compile: reduce-overhead each distinct shape is one compiled graph per stage "
+          "(tests/benchmarks/run/test_compile.py counts them)")
+    if args.out:
+        R.write_json_atomic(Path(args.out), {"suite": cfg["suite"], "config": str(path), "counts": counts,
+                                             "rows": rows, "env": R.environment("cpu")})
+        print(f"written: {args.out}")
+    return 0
