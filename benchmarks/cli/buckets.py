@@ -3,7 +3,10 @@ buckets (``trainer.length_buckets``, implied by ``trainer.compile: reduce-overhe
 sequence dataset of a config, before any training: per bucket count, the padded lengths, the
 distinct batch shapes of a training epoch and of validation + test (under ``reduce-overhead``
 one compiled graph each), and the padding against batches padded to their own longest item.
-Reads the data only (no model is built); writes the figures as JSON with ``--out``."""
+Reads the data only (no model is built); writes the figures as JSON with ``--out``. ``--capture``
+also tries each of the config's models on one bucketed training batch as ``reduce-overhead``
+compiles it (the whole network one graph, forward and backward traced; no CUDA graphs, no
+Inductor): captured, or the one-line reason, before a GPU hour is spent on it."""
 
 from __future__ import annotations
 
@@ -31,6 +34,9 @@ def add_buckets(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key as with attnbench run; repeatable")
     p.add_argument("--out", metavar="FILE", help="also write the figures to this JSON file")
+    p.add_argument("--capture", action="store_true", help="also check that each model of the config's sequence "
+                   "cells captures as one graph (forward and backward) on a bucketed training batch, on this "
+                   "machine's CPU")
     add_data_options(p)
     p.set_defaults(handler=cmd_buckets)
 
@@ -52,9 +58,42 @@ def _shapes(dm: Any, split: str, train: bool) -> set[tuple[int, int]]:
     return {(len(b), dm.buckets.pad_length(max(lengths[i] for i in b))) for b in sampler.all_batches(0)}
 
 
+def capture(cell, dm: Any) -> str | None:
+    """None when ``cell``'s network compiles whole (``fullgraph``, one shape) through a training
+    step's forward and backward on one training batch of ``dm``; else the one-line reason."""
+    import torch
+    from torch._dynamo.backends.common import aot_autograd
+    from functorch.compile import make_boxed_func
+
+    from benchmarks.run.callbacks import COMPILE_MODE_KWARGS
+    from tasks.common.registry import get_task
+
+    task = get_task(cell.task)
+    torch.manual_seed(cell.seed)
+    net = task.models.get(cell.model).build(dm.info, **cell.config["model_params"])
+    module = task.make_module(net, dm.info, **cell.config["module_params"])
+    kwargs = {k: v for k, v in COMPILE_MODE_KWARGS["reduce-overhead"].items() if k != "mode"}
+    keep = torch._dynamo.config.allow_rnn
+    torch._dynamo.reset()
+    try:
+        torch._dynamo.config.allow_rnn = True  # as the compile callback sets it
+        net.compile(backend=aot_autograd(fw_compiler=lambda gm, _: make_boxed_func(gm.forward)), **kwargs)
+        module.train()
+        module.step(next(iter(dm.train_dataloader())), "train").loss.backward()
+        return None
+    except Exception as err:  # noqa: BLE001 - the reason is the result
+        inner = getattr(err, "inner_exception", None) or err
+        lines = [ln for ln in str(inner).strip().splitlines() if ln.strip()]
+        return f"{type(inner).__name__}: {lines[0][:200] if lines else repr(inner)}"
+    finally:
+        torch._dynamo.config.allow_rnn = keep
+        torch._dynamo.reset()
+
+
 def bucket_table(cells: list, counts: list[int], data_dir: Path | None, cache_dir: Path,
-                 log=print) -> list[dict[str, Any]]:
-    """One row per (sequence dataset of ``cells``, bucket count)."""
+                 log=print, check_capture: bool = False) -> list[dict[str, Any]]:
+    """One row per (sequence dataset of ``cells``, bucket count); with ``check_capture`` one
+    more row per model of those cells (``capture``: None or the reason)."""
     from tasks.common.registry import get_task
 
     rows: list[dict[str, Any]] = []
@@ -77,12 +116,27 @@ def bucket_table(cells: list, counts: list[int], data_dir: Path | None, cache_di
             dm.use_length_buckets(k)
             rep = dm.padding_report()
             evals = _shapes(dm, "val", False) | _shapes(dm, "test", False)
-            rows.append({"dataset": name, "params": cell.config["dataset_params"], "count": k,
+            rows.append({"dataset": name, "params": cell.config["dataset_params"], "count": k, "kind": "buckets",
                          "lengths": rep["buckets"], "train_shapes": rep["shapes_per_epoch"],
                          "eval_shapes": len(evals), "positions": rep["positions"], "padded": rep["padded"],
                          "repeated": rep["repeated"], "overhead": rep["overhead"],
                          "batch_longest_overhead": rep["batch_longest"]["overhead"]})
             log(_line(rows[-1]))
+        if check_capture:
+            from benchmarks.config.trainer import bucket_spec
+
+            dm.use_length_buckets(bucket_spec(cell.config["trainer"]))  # the config's, else the default count
+            done: set[str] = set()
+            for other in cells:
+                same = (other.task, other.dataset, other.config["dataset_params"]) == (
+                    cell.task, cell.dataset, cell.config["dataset_params"])
+                mkey = f"{other.model} {other.config['model_params']}"
+                if same and mkey not in done:
+                    done.add(mkey)
+                    why = capture(other, dm)
+                    rows.append({"dataset": name, "model": other.model, "kind": "capture", "capture": why})
+                    log(f"  capture {name} / {other.model}: " + ("one graph (forward and backward)" if why is None
+                                                                  else f"NOT captured: {why}"))
     return rows
 
 
@@ -120,7 +174,7 @@ def cmd_buckets(args: argparse.Namespace) -> int:
           "to the data's own (a training epoch), against batches padded to their longest item")
     print(HEADER)
     try:
-        rows = bucket_table(cells, counts, data_dir, cache_dir)
+        rows = bucket_table(cells, counts, data_dir, cache_dir, check_capture=args.capture)
     except (OSError, ValueError) as err:
         raise CliError(f"{args.config}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
     if not rows:

@@ -368,17 +368,19 @@ def plan_run(cells: Sequence[Any], cfg: Mapping[str, Any], *, jobs: int | None =
     cuda = any(c.config.get("device") == "cuda" or resolve_device((c.config.get("trainer") or {}).get("accelerator", "cpu"))
                == "cuda" for c in cells)
     device = this_device(cuda)
+    gpu_elsewhere = cuda and device.startswith("cpu-")  # CUDA cells, no CUDA here (a Slurm or Ray run)
     total = header_seconds(header_wall)
     estimate = total * (cfg.get("jobs") or 1) / max(1, len(expand(dict(cfg)))) if total else None
     n_gpus = len([g for g in gpus.split(",") if g.strip()]) if gpus else 0
-    try:
-        costs = load_costs(device, out)
+    try:  # this CPU's costs never plan GPU cells
+        costs = {} if gpu_elsewhere else load_costs(device, out)
     except ValueError as err:  # a broken costs.json: one line, exit code 2
         from benchmarks.config.schema import CliError
 
         raise CliError(str(err)) from None
     return plan(cells, jobs=jobs or cfg.get("jobs"), cells_per_gpu=cells_per_gpu, gpus=n_gpus, costs=costs,
-                suite=cfg.get("suite"), estimate_s=estimate, device=device)
+                suite=cfg.get("suite"), estimate_s=estimate,
+                device="a GPU machine (none here: no measured GPU costs apply)" if gpu_elsewhere else device)
 
 
 def main(argv: list[str] | None = None) -> int:

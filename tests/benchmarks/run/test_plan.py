@@ -213,6 +213,27 @@ def test_plan_run_shares_the_headers_wall_over_the_configs_cells(tmp_path, monke
     assert P.plan_run(cells, cfg).unknown == 2
 
 
+def test_gpu_cells_planned_without_cuda_never_use_this_cpus_costs(tmp_path, monkeypatch):
+    """A GPU config planned on a machine without CUDA (a Slurm login node): this CPU's measured
+    costs of the same models must not stand in for a GPU's; the header's estimate does, marked."""
+    import torch
+
+    register()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cfg = validate_suite({"suite": "s", "seeds": 2, "trainer": {"max_epochs": 5, "accelerator": "gpu"},
+                          "cells": [{"task": "toy", "dataset": "points", "models": ["linear"]}]}, source="t.yaml")
+    cells = expand(cfg)
+    cpu = P.this_device()
+    (tmp_path / "reference" / cpu).mkdir(parents=True)
+    costs = {"s/toy/points/linear": {"suite": "s", "task": "toy", "dataset": "points", "model": "linear", "cells": 2,
+                                     "seconds_per_epoch": 1.0, "epochs_run": 5, "overhead_s": 1.0}}
+    (tmp_path / "reference" / cpu / P.COSTS_FILE).write_text(json.dumps({"costs": costs}))
+    monkeypatch.setattr(P, "REFERENCE_DIR", tmp_path / "reference")
+    p = P.plan_run(cells, cfg, header_wall="~1 h, estimated for one H100")
+    assert "GPU" in p.device and "none here" in p.device
+    assert p.estimated == 2 and not [r for r in p.rows if r.source == "measured"] and p.wall_s == 3600.0
+
+
 # ----------------------------------------------------------------------------- the pool's order
 def test_the_local_pool_starts_its_cells_longest_first(tmp_path, monkeypatch):
     from benchmarks.run.launchers import CellJob, local
