@@ -45,6 +45,7 @@ from benchmarks.report.sections import bench_blocks, extras_blocks, load_section
 from benchmarks.report.tables import (
     comparison_table,
     flops_note,
+    compile_note,
     leaderboard_table,
     overview_table,
     summary_rows,
@@ -70,9 +71,9 @@ def _group_blocks(g: Group, an: Analysis, plots_dir: Path, out: Path, written: d
     capped = leaderboard_note(g.models)
     if capped:
         blocks.append(Paragraph(capped, "warn"))
-    flops = flops_note(g)
-    if flops:
-        blocks.append(Paragraph(flops, "note"))
+    for note in (flops_note(g), compile_note(g)):
+        if note:
+            blocks.append(Paragraph(note, "note"))
     sets = test_set_table(g.models, g.metric, an.confidence, METRIC_BOUNDS.get(g.metric),
                           fmt_metric, lambda msg, t=title: warn("test_sets", f"{t}: {msg}"))
     if sets is not None:

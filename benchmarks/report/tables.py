@@ -26,7 +26,7 @@ from benchmarks.report.results import (
     record_window,
 )
 
-__all__ = ["FLOPS_MARK", "flops_may_miss", "flops_may_miss_recurrent", "flops_note", "pattern_label", "MEM_KINDS", "SUMMARY_COLUMNS", "COST_COLUMNS", "WARNING_TITLES", "leaderboard_table",
+__all__ = ["FLOPS_MARK", "flops_may_miss", "flops_may_miss_recurrent", "flops_note", "compile_note", "pattern_label", "MEM_KINDS", "SUMMARY_COLUMNS", "COST_COLUMNS", "WARNING_TITLES", "leaderboard_table",
            "comparison_table", "verdict_label", "overview_table", "warning_summary", "warning_blocks", "summary_rows", "write_summary_csv"]
 
 MEM_KINDS = {"cuda_allocated": "CUDA allocator peak", "cpu_rss_growth": "CPU RSS growth"}
@@ -114,6 +114,29 @@ def flops_note(g: Group) -> str | None:
             + ". These records were measured before attnbench counted them: torch's FLOP counter gives a fused "
               "LSTM/GRU/RNN op (cuDNN on GPU, an unpacked LSTM on CPU) and CPU SDPA 0 FLOPs, so the figure may "
               "cover only the other layers.")
+
+
+def compile_note(g: Group) -> str | None:
+    """The footnote of a leaderboard whose cells were compiled (``trainer.compile``) or padded to
+    length buckets: per model its compile mode, batch shapes and graphs of training, compile time,
+    and what the buckets cost in padding (from each model's first ok record)."""
+    parts = []
+    for m in g.models:
+        cost = (m.ok[0].get("cost") or {}) if m.ok else {}
+        info, pad = cost.get("compile") or {}, cost.get("padding") or {}
+        bits = []
+        if info:
+            train = (info.get("graphs") or {}).get("train") if isinstance(info.get("graphs"), dict) else None
+            bits.append(f"compile {info.get('mode', 'default')}: {(info.get('shapes') or {}).get('train', '?')} "
+                        f"training shape(s), {train if train is not None else '?'} graph(s), "
+                        f"{fmt_seconds(info.get('compile_s'))} compiling")
+        if pad.get("buckets"):
+            longest = (pad.get("batch_longest") or {}).get("overhead")
+            bits.append(f"buckets {','.join(map(str, pad['buckets']))}: padding {pad['overhead']:+.0%} of the data's "
+                        f"positions" + (f" (longest-item batches {longest:+.0%})" if longest is not None else ""))
+        if bits:
+            parts.append(f"{m.model}: " + "; ".join(bits))
+    return ("Compiled / bucketed cells: " + " · ".join(parts) + ". Train times exclude compiling.") if parts else None
 
 
 def pattern_label(m: ModelResult) -> str:

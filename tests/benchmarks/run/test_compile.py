@@ -140,6 +140,11 @@ def test_reduce_overhead_one_graph_per_bucket(tmp_path, monkeypatch):
     assert counts["fw"] == info["graphs"]["total"] and counts["bw"] == info["graphs"]["train"]
     assert padding["overhead"] >= padding["batch_longest"]["overhead"] >= 0
     assert padding["positions"] == padding["batch_longest"]["positions"]
+    from benchmarks.report import write_report
+
+    text = write_report(tmp_path / "out", tmp_path / "report")["REPORT.md"].read_text()
+    assert ("transformer: compile reduce-overhead: " f"{info['shapes']['train']} training shape(s), "
+            f"{info['graphs']['train']} graph(s)") in text and f"buckets {','.join(map(str, buckets))}: padding" in text
 
 
 def test_uncapturable_model_fails_with_one_line(tmp_path, monkeypatch):
