@@ -14,8 +14,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cli.options import add_data_options, check_data_dir, resolve_config
-from benchmarks.config.schema import CliError, ConfigError
+from benchmarks.cli.options import add_data_options, check_data_dir, load_cells
+from benchmarks.config.schema import CliError
 
 __all__ = ["add_buckets", "cmd_buckets", "bucket_table"]
 
@@ -154,19 +154,11 @@ def _line(r: dict[str, Any]) -> str:
 
 def cmd_buckets(args: argparse.Namespace) -> int:
     """Exit codes: 0 printed, 2 usage or config error (a dataset that cannot load: its one line)."""
-    from benchmarks.config.suite import expand, load_suite_with_notices
     from benchmarks.run import records as R
     from benchmarks.run.cell import DEFAULT_CACHE
 
     counts = _counts(args.counts)
-    path = resolve_config(args.config)
-    try:
-        cfg, notices = load_suite_with_notices(path, list(args.sets))
-        cells = expand(cfg)
-    except ConfigError as err:
-        raise CliError(str(err)) from None
-    for line in notices:
-        print(f"note: {line}")
+    path, cfg, cells = load_cells(args.config, args.sets)
     data_dir = check_data_dir(args.data_dir)
     cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE
     print(f"length buckets of {cfg['suite']}'s sequence datasets: per count K, the padded lengths, distinct batch "

@@ -41,6 +41,23 @@ def resolve_config(name: str) -> Path:
     return p
 
 
+def load_cells(name: str, sets: list[str]) -> tuple[Path, dict, list]:
+    """``(path, resolved config, cells)`` of a config named on the command line with its ``--set``
+    overrides; a bad config is one :class:`CliError` line; the override notices are printed."""
+    from benchmarks.config.schema import ConfigError
+    from benchmarks.config.suite import expand, load_suite_with_notices
+
+    path = resolve_config(name)
+    try:
+        cfg, notices = load_suite_with_notices(path, list(sets))
+        cells = expand(cfg)
+    except ConfigError as err:
+        raise CliError(str(err)) from None
+    for line in notices:
+        print(f"note: {line}")
+    return path, cfg, cells
+
+
 def micro_benchmark_of(path: Path, text: str) -> str | None:
     """The micro-benchmark a config is for (its top-level ``benchmark:`` key, or a shipped micro
     config's file name), or ``None`` for a suite config. YAML the strict parser refuses is left to

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from benchmarks.config.schema import CliError, ConfigError
-from benchmarks.cli.options import add_data_options, check_data_dir, check_out_dir, resolve_config
+from benchmarks.config.schema import CliError
+from benchmarks.cli.options import add_data_options, check_data_dir, check_out_dir, load_cells
 
 __all__ = ["add_profile", "cmd_profile", "pick_cell"]
 
@@ -54,19 +54,10 @@ def pick_cell(cells: list, key: str, source: str):
 
 def cmd_profile(args: argparse.Namespace) -> int:
     """Exit codes: 0 profiled, 1 the cell failed before the profile was complete, 2 usage or config error."""
-    from benchmarks.config.suite import expand, load_suite_with_notices
-
     for opt, v, least in (("--steps", args.steps, 1), ("--warmup", args.warmup, 0), ("--rows", args.rows, 1)):
         if v < least:
             raise CliError(f"{opt} {v}: expected an integer >= {least}")
-    path = resolve_config(args.config)
-    try:
-        cfg, notices = load_suite_with_notices(path, list(args.sets))
-        cells = expand(cfg)
-    except ConfigError as err:
-        raise CliError(str(err)) from None
-    for line in notices:
-        print(f"note: {line}")
+    _, cfg, cells = load_cells(args.config, args.sets)
     cell = pick_cell(cells, args.cell, args.config)
     out = check_out_dir(args.out or str(Path("results") / "profile" / cfg["suite"] / cell.cell_id), cfg["suite"])
     data_dir = check_data_dir(args.data_dir)
