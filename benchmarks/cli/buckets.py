@@ -60,7 +60,8 @@ def _shapes(dm: Any, split: str, train: bool) -> set[tuple[int, int]]:
 
 def capture(cell, dm: Any) -> str | None:
     """None when ``cell``'s network compiles whole (``fullgraph``, one shape) through a training
-    step's forward and backward on one training batch of ``dm``; else the one-line reason."""
+    step's forward and backward on a training batch of ``dm`` (of two items: cheap on a CPU at
+    any length); else the one-line reason."""
     import torch
     from torch._dynamo.backends.common import aot_autograd
     from functorch.compile import make_boxed_func
@@ -79,7 +80,13 @@ def capture(cell, dm: Any) -> str | None:
         torch._dynamo.config.allow_rnn = True  # as the compile callback sets it
         net.compile(backend=aot_autograd(fw_compiler=lambda gm, _: make_boxed_func(gm.forward)), **kwargs)
         module.train()
-        module.step(next(iter(dm.train_dataloader())), "train").loss.backward()
+        sizes = dm.batch_size, dm.max_tokens
+        dm.batch_size, dm.max_tokens = 2, None  # what is captured does not depend on the batch size
+        try:
+            batch = next(iter(dm.train_dataloader()))
+        finally:
+            dm.batch_size, dm.max_tokens = sizes
+        module.step(batch, "train").loss.backward()
         return None
     except Exception as err:  # noqa: BLE001 - the reason is the result
         inner = getattr(err, "inner_exception", None) or err

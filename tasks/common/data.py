@@ -439,6 +439,7 @@ class SplitDataModule(L.LightningDataModule):
             train = [self.length(ds[i]) for i in range(len(ds))]
             self.buckets = LengthBuckets.from_lengths(train, spec or DEFAULT_COUNT, max(every), self.batch_size,
                                                       self.max_tokens)
+        self.info["padded_length"] = self.buckets.bounds[-1]  # what a length-sized model must hold
         return self.buckets
 
     def pad_length(self, items: list[Any]) -> int | None:

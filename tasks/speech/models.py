@@ -232,10 +232,12 @@ def build_model(kind: str, data_info: Mapping[str, Any], **params: Any) -> Speec
     """What every speech builder returns: encoder ``kind`` on ``data_info["num_features"]`` with a
     head for ``data_info["form"]`` and ``data_info["num_classes"]``."""
     cls = ENCODERS[kind]
+    # the longest input, padded: length buckets round the longest up (tasks/common/buckets.py)
+    longest = max(int(data_info.get("max_frames") or 0), int(data_info.get("padded_length") or 0))
     if cls is TransformerEncoderNet and params.get("positions", "conv") != "conv":
-        params.setdefault("max_len", max(10000, int(data_info.get("max_frames", 0)) + 1))
-    if cls is TransformerEncoderNet and data_info.get("max_frames"):
-        params.setdefault("pattern_max_len", int(data_info["max_frames"]))
+        params.setdefault("max_len", max(10000, longest + 1))
+    if cls is TransformerEncoderNet and longest:
+        params.setdefault("pattern_max_len", longest)
     enc = cls(int(data_info["num_features"]), **params)
     return SpeechNet(enc, int(data_info["num_classes"]), str(data_info.get("form", "classify")))
 
