@@ -5,7 +5,8 @@ landmarks, the means of ``m`` contiguous segments of the queries (``q~``) and ke
                (L, m)              (m, m)              (m, L)
 
 with the Moore-Penrose pseudo-inverse by the paper's iterative method, O(L m) time and memory.
-Segment ``c`` holds positions ``p`` with ``p * m // L == c`` (near-equal, contiguous);
+Segment ``c`` holds the ``j``-th real positions with ``j * m // n == c`` (near-equal, contiguous),
+``n`` the sequence's own length (never the padded one: the landmarks do not depend on the padding);
 ``landmarks >= L`` makes every token its own landmark (then it is exact attention up to the
 pseudo-inverse's convergence). Self-attention only (``Lq == Lk``), non-causal.
 
@@ -29,14 +30,24 @@ __all__ = ["nystrom_attention", "segment_means", "iterative_pinv"]
 
 
 def segment_means(x: Tensor, m: int, real: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """``x (B, H, L, D)`` -> the means of its ``m`` segments over the real positions ``real (B, L)``:
-    ``(means (B, H, m, D), valid (B|1, m))``; a segment with no real position is not valid (its
+    """``x (B, H, L, D)`` -> the means of its ``m`` segments over the real positions ``real (B, L)``
+    ``(means (B, H, m, D), valid (B|1, m))``. Each sequence is cut by its own length (its ``j``-th real
+    position of ``n`` in segment ``j * m // n``, as if the padding were removed), so the landmarks
+    never depend on how far a batch is padded; a segment with no real position is not valid (its
     mean is 0)."""
     b, h, length, d = x.shape
-    seg = torch.arange(length, device=x.device) * m // length  # (L,) segment of each position
-    w = torch.ones(1, length, dtype=x.dtype, device=x.device) if real is None else real.to(x.dtype)  # (B|1, L)
-    sums = x.new_zeros(b, h, m, d).index_add(2, seg, x * w[:, None, :, None])  # (B, H, m, D)
-    counts = w.new_zeros(w.shape[0], m).index_add(1, seg, w)  # (B|1, m)
+    pos = torch.arange(length, device=x.device)  # (L,)
+    if real is None:
+        seg = (pos * m // length)[None]  # (1, L) segment of each position
+        w = torch.ones(1, length, dtype=x.dtype, device=x.device)  # (1, L)
+    else:
+        rank = real.long().cumsum(1) - 1  # (B, L) index of each real position among the real ones
+        n = rank[:, -1:].clamp(min=0) + 1  # (B, 1) real length
+        seg = (rank.clamp(min=0) * m // n).clamp(max=m - 1)  # (B, L); padding's segment is weighted 0
+        w = real.to(x.dtype)  # (B, L)
+    idx = seg[:, None, :, None].expand(b, h, length, d)  # (B, H, L, D), a view
+    sums = x.new_zeros(b, h, m, d).scatter_add(2, idx, x * w[:, None, :, None])  # (B, H, m, D)
+    counts = w.new_zeros(w.shape[0], m).scatter_add(1, seg.expand(w.shape[0], length), w)  # (B|1, m)
     return sums / counts.clamp(min=1)[:, None, :, None], counts > 0
 
 

@@ -225,14 +225,15 @@ def _ref_pinv(a, iterations):
 
 def _ref_nystrom(q, k, v, kpm, m, iterations):
     """Per (batch, head) by loops: landmarks = means of the real positions of each segment
-    ``{p : p * m // L == c}``, empty segments dropped, then the three softmaxes over real entries."""
+    ``{j-th real position : j * m // n == c}`` (``n`` the sequence's real length), empty segments dropped,
+    then the three softmaxes over real entries."""
     b, h, length, _ = q.shape
     m = min(m, length)
     s = q.shape[-1] ** -0.5
     out = torch.zeros(b, h, length, v.shape[-1], dtype=q.dtype)
     for bi in range(b):
         real = [p for p in range(length) if kpm is None or bool(kpm[bi, p])]
-        segs = [[p for p in real if p * m // length == c] for c in range(m)]
+        segs = [[p for j, p in enumerate(real) if j * m // len(real) == c] for c in range(m)]
         segs = [sg for sg in segs if sg]
         for hi in range(h):
             qh, kh, vh = q[bi, hi], k[bi, hi], v[bi, hi]
@@ -253,6 +254,25 @@ def test_nystrom_matches_its_dense_maths(length, m, pad):
     kpm = _padding(2, length) if pad else None
     out = _call("nystrom", q, k, v, key_padding_mask=kpm, landmarks=m, pinv_iterations=6)
     _check_grads(out, _ref_nystrom(q, k, v, kpm, m, 6), (q, k, v), 1e-9)
+
+
+@pytest.mark.parametrize("real,m", [(70, 64), (30, 64), (20, 8)])
+def test_nystrom_does_not_depend_on_the_padding(real, m):
+    """The same sequences padded further give the same outputs at real positions (values and
+    gradients): landmarks come from each sequence's own length, never the padded one."""
+    q, k, v = _inputs(lq=real, seed=real + m)
+    outs, grads = [], []
+    for extra in (0, 9, 40):
+        qq, kk, vv = (torch.nn.functional.pad(t.detach(), (0, 0, 0, extra)).requires_grad_() for t in (q, k, v))
+        kpm = torch.arange(real + extra)[None, :].expand(q.shape[0], -1) < real
+        out = _call("nystrom", qq, kk, vv, key_padding_mask=kpm, landmarks=m, pinv_iterations=6)[:, :, :real]
+        g = torch.autograd.grad(out.square().sum(), (qq, kk, vv))
+        outs.append(out.detach())
+        grads.append([t[:, :, :real] for t in g])
+    for out, g in zip(outs[1:], grads[1:]):
+        torch.testing.assert_close(out, outs[0], atol=1e-10, rtol=1e-9)
+        for a, b in zip(g, grads[0]):
+            torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-9)
 
 
 def test_nystrom_pinv_converges_to_torch_pinv():
