@@ -140,6 +140,28 @@ class RecurrentEncoder(nn.Module):
         return _zero_pad(self.drop(out), mask)  # (B, L, d)
 
 
+class MaskedBatchNorm1d(nn.BatchNorm1d):
+    """``nn.BatchNorm1d`` over ``(B, C, L)`` whose training statistics count the real frames only
+    (``m (B, 1, L)``): padding would pull the mean towards 0 and shrink the variance, more so the
+    longer a batch is padded. Running statistics (momentum, unbiased variance) and evaluation are
+    ``BatchNorm1d``'s, with its parameters and state-dict keys; no host synchronisation."""
+
+    def forward(self, x: Tensor, m: Tensor | None = None) -> Tensor:  # type: ignore[override]
+        if m is None or not self.training:
+            return super().forward(x)
+        n = m.sum()  # real frames in the batch (a device scalar)
+        mean = (x * m).sum((0, 2)) / n  # (C,)
+        var = ((x - mean[:, None]).square() * m).sum((0, 2)) / n  # (C,) biased, as used to normalise
+        if self.track_running_stats:
+            with torch.no_grad():
+                self.num_batches_tracked += 1
+                w = self.momentum if self.momentum is not None else 1.0 / self.num_batches_tracked  # None: mean
+                self.running_mean.lerp_(mean, w)
+                self.running_var.lerp_(var * n / (n - 1).clamp(min=1), w)
+        y = (x - mean[:, None]) * torch.rsqrt(var + self.eps)[:, None]  # (B, C, L)
+        return y * self.weight[:, None] + self.bias[:, None] if self.affine else y
+
+
 class _ResBlock(nn.Module):
     """``relu(x + BN(conv(relu(BN(conv(x))))))``, convolutions of ``kernel`` frames, ``dilation``."""
 
@@ -147,15 +169,15 @@ class _ResBlock(nn.Module):
         super().__init__()
         pad = dilation * (kernel - 1) // 2
         self.conv1 = nn.Conv1d(channels, channels, kernel, padding=pad, dilation=dilation, bias=False)
-        self.bn1 = nn.BatchNorm1d(channels)
+        self.bn1 = MaskedBatchNorm1d(channels)
         self.conv2 = nn.Conv1d(channels, channels, kernel, padding=pad, dilation=dilation, bias=False)
-        self.bn2 = nn.BatchNorm1d(channels)
+        self.bn2 = MaskedBatchNorm1d(channels)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, h: Tensor, m: Tensor) -> Tensor:
         # h (B, d, L), m (B, 1, L): padding is zeroed before every convolution
-        y = self.drop(F.relu(self.bn1(self.conv1(h * m))))
-        y = self.bn2(self.conv2(y * m))
+        y = self.drop(F.relu(self.bn1(self.conv1(h * m), m)))
+        y = self.bn2(self.conv2(y * m), m)
         return F.relu(h + y)
 
 
@@ -169,14 +191,14 @@ class ConvEncoder(nn.Module):
         if kernel % 2 == 0:
             raise ValueError(f"kernel={kernel} must be odd (same-length output)")
         self.inp = nn.Conv1d(num_features, d_model, 3, padding=1, bias=False)
-        self.bn = nn.BatchNorm1d(d_model)
+        self.bn = MaskedBatchNorm1d(d_model)
         self.blocks = nn.ModuleList(_ResBlock(d_model, kernel, dilations[i % len(dilations)], dropout)
                                     for i in range(num_blocks))
         self.d_model = d_model
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         m = mask.unsqueeze(1).to(x.dtype)  # (B, 1, L)
-        h = F.relu(self.bn(self.inp(x.transpose(1, 2) * m)))  # (B, d, L)
+        h = F.relu(self.bn(self.inp(x.transpose(1, 2) * m), m))  # (B, d, L)
         for block in self.blocks:
             h = block(h, m)
         return _zero_pad(h.transpose(1, 2), mask)  # (B, L, d)
