@@ -20,6 +20,9 @@ __all__ = ["LengthBuckets", "padding_cost", "ROUND_TO", "DEFAULT_COUNT"]
 
 #: padded lengths are multiples of this (tensor-core friendly; also fewer distinct lengths)
 ROUND_TO = 8
+#: with ``max_tokens``, every multiple of :data:`ROUND_TO` is a candidate length up to this many
+#: (beyond, the lengths the items round up to: the programme is quadratic in the candidates)
+MAX_GRID = 400
 #: buckets when ``trainer.compile: reduce-overhead`` is set and ``trainer.length_buckets`` is not
 DEFAULT_COUNT = 4
 
@@ -50,13 +53,16 @@ class LengthBuckets:
                      max_tokens: int | None = None) -> "LengthBuckets":
         """At most ``count`` padded lengths, multiples of :data:`ROUND_TO`, that make a training
         epoch's padded positions fewest (an exact dynamic programme over the multiples the lengths
-        round up to): each item padded to its bucket's length and, with ``batch_size``, each
+        round up to, or with ``max_tokens`` over every multiple, :data:`MAX_GRID`): each item padded to its bucket's length and, with ``batch_size``, each
         bucket's last batch filled to the bucket's batch size (:meth:`batch_size`). The last length
         is ``longest`` (over every split) rounded up, so no item is beyond it."""
         if count < 1:
             raise ValueError(f"length buckets: count={count}; must be >= 1")
         top = _round_up(max([longest, *train]))
         rounded = sorted({_round_up(n) for n in train} | {top})  # candidate bounds c_0 < ... < c_U-1
+        if max_tokens is not None and batch_size is not None and (top - rounded[0]) // ROUND_TO < MAX_GRID:
+            # capped batches: a longer bound holds fewer items, so its filled last batch may cost less
+            rounded = list(range(rounded[0], top + 1, ROUND_TO))
         pos = {c: i for i, c in enumerate(rounded)}
         cnt = [0] * len(rounded)
         for n in train:

@@ -42,12 +42,11 @@ def _epoch_positions(lengths: list[int], bounds: tuple[int, ...], batch_size: in
 
 
 def _brute_force(lengths: list[int], count: int, longest: int, batch_size: int | None = None,
-                 max_tokens: int | None = None, *, only_rounded: bool = False) -> int:
+                 max_tokens: int | None = None) -> int:
     """The fewest epoch positions over EVERY set of at most ``count`` multiples of 8 whose largest
-    is the top (``longest`` rounded up): all subsets of {8, 16, ..., top - 8}, the top added;
-    ``only_rounded``: of the lengths the training items round up to (the DP's candidates)."""
+    is the top (``longest`` rounded up): all subsets of {8, 16, ..., top - 8}, the top added."""
     top = _round_up(max([longest, *lengths]))
-    below = sorted({_round_up(n) for n in lengths} - {top}) if only_rounded else list(range(ROUND_TO, top, ROUND_TO))
+    below = list(range(ROUND_TO, top, ROUND_TO))
     return min(_epoch_positions(lengths, (*sub, top), batch_size, max_tokens)
                for k in range(min(count - 1, len(below)) + 1) for sub in itertools.combinations(below, k))
 
@@ -90,8 +89,7 @@ def test_from_lengths_is_the_brute_force_optimum(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_from_lengths_with_filled_batches_is_the_brute_force_optimum(seed: int) -> None:
     """With ``batch_size`` (each bucket's last batch filled, as the training sampler does): the
-    fewest epoch positions over every set of multiples of 8; with ``max_tokens`` too, over the
-    DP's candidates (the multiples the training lengths round up to; see the xfail test below)."""
+    fewest epoch positions over every set of multiples of 8, with and without ``max_tokens``."""
     rng = random.Random(2000 + seed)
     for _ in range(60):
         lengths = _random_lengths(rng, rng.randint(1, 25))
@@ -105,14 +103,9 @@ def test_from_lengths_with_filled_batches_is_the_brute_force_optimum(seed: int) 
         bounds = LengthBuckets.from_lengths(lengths, count, longest, bs, mt).bounds
         _check_bounds(bounds, count, lengths, longest)
         got = _epoch_positions(lengths, bounds, bs, mt)
-        assert got == _brute_force(lengths, count, longest, bs, mt, only_rounded=True), (lengths, count, bs, mt)
-        assert got >= _brute_force(lengths, count, longest, bs, mt)
+        assert got == _brute_force(lengths, count, longest, bs, mt), (lengths, count, bs, mt)
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING (tasks/common/buckets.py, LengthBuckets.from_lengths): with "
-                   "max_tokens the DP only tries the lengths the training items round up to, but a longer "
-                   "bound has a smaller batch and so a cheaper filled last batch: [5, 48, 48] with count=2, "
-                   "batch_size=100, max_tokens=100 gives (48,) = 192 epoch positions; (40, 48) = 176")
 def test_from_lengths_with_max_tokens_is_the_optimum_over_all_multiples_of_8() -> None:
     lengths, count, bs, mt = [5, 48, 48], 2, 100, 100
     bounds = LengthBuckets.from_lengths(lengths, count, 48, bs, mt).bounds
