@@ -59,6 +59,29 @@ def _shapes(dm: Any, split: str, train: bool) -> set[tuple[int, int]]:
 
 
 def capture(cell, dm: Any) -> str | None:
+    """:func:`capture_here` in a forked child where the platform forks, so that a trace that
+    crashes the interpreter (a 5000-step LSTM unrolled: the stack overflows) costs its own line."""
+    import multiprocessing as mp
+
+    if "fork" not in mp.get_all_start_methods():
+        return capture_here(cell, dm)
+    from benchmarks.run.worker import describe_exit
+
+    ctx = mp.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=lambda: send.send(capture_here(cell, dm)), daemon=True)
+    child.start()
+    send.close()
+    try:
+        return recv.recv()
+    except EOFError:  # the child died before it answered
+        child.join()
+        return f"the tracing process crashed ({describe_exit(child.exitcode)})"
+    finally:
+        child.join()
+
+
+def capture_here(cell, dm: Any) -> str | None:
     """None when ``cell``'s network compiles whole (``fullgraph``, one shape) through a training
     step's forward and backward on a training batch of ``dm`` (of two items: cheap on a CPU at
     any length); else the one-line reason."""

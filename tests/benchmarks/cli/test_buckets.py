@@ -32,3 +32,17 @@ def test_bad_counts_one_line(counts, capsys):
     assert main(["buckets", "quick", "--counts", counts]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--counts" in err[0] and "integers >= 1" in err[0]
+
+
+def test_a_capture_that_crashes_costs_its_own_line(monkeypatch):
+    """A trace that kills the interpreter (a long LSTM unrolled overflows the stack) is one
+    model's 'NOT captured' line, not the end of the command."""
+    import os
+    import signal
+
+    from benchmarks.cli import buckets as B
+
+    monkeypatch.setattr(B, "capture_here", lambda cell, dm: os.kill(os.getpid(), signal.SIGSEGV))
+    assert B.capture(None, None) == "the tracing process crashed (killed by SIGSEGV)"
+    monkeypatch.setattr(B, "capture_here", lambda cell, dm: "Unsupported: a reason")
+    assert B.capture(None, None) == "Unsupported: a reason"
