@@ -45,6 +45,10 @@ DATASETS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "speech-synthetic": ("speech", "synthetic", {}),
 }
 
+#: datasets whose batches are checked but not every model on them: the same task's models run on
+#: another dataset already (the suite's time: each model costs a build and two steps)
+SHAPES_ONLY = {"pos_tagging-synthetic_far"}
+
 #: (dataset id, model) -> why it fails (``xfail`` marks); "eval" and "train" tests separately
 KNOWN_EVAL: dict[tuple[str, str], tuple[str, type]] = {}
 KNOWN_TRAIN = {**KNOWN_EVAL}
@@ -179,6 +183,8 @@ def test_padding_report_agrees_with_the_epoch(datamodule: Callable[[str], Any], 
 def _cases(known: dict[tuple[str, str], tuple[str, type]]) -> list:
     out = []
     for key, (task, _, _) in DATASETS.items():
+        if key in SHAPES_ONLY:
+            continue
         for model in get_task(task).models.names():
             marks = []
             if (key, model) in known:
