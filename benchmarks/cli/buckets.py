@@ -51,6 +51,23 @@ def _counts(text: str) -> list[int]:
     return sorted(set(counts))
 
 
+def _out_file(value: str | None) -> Path | None:
+    """``--out``: a file path whose nearest existing folder is writable; checked before any work."""
+    import os
+
+    if value is None:
+        return None
+    out = Path(value).expanduser()
+    if out.is_dir():
+        raise CliError(f"--out {value}: is a folder; expected a JSON file path, e.g. {out / 'buckets.json'}")
+    probe = out.parent
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise CliError(f"--out {value}: {probe} is not a writable folder")
+    return out
+
+
 def _shapes(dm: Any, split: str, train: bool) -> set[tuple[int, int]]:
     """(items, padded length) of every batch of ``split``'s loader (one epoch, from the sampler)."""
     sampler = dm._loader(split, train).batch_sampler
@@ -188,6 +205,7 @@ def cmd_buckets(args: argparse.Namespace) -> int:
     from benchmarks.run.cell import DEFAULT_CACHE
 
     counts = _counts(args.counts)
+    out = _out_file(args.out)
     path, cfg, cells = load_cells(args.config, args.sets)
     data_dir = check_data_dir(args.data_dir)
     cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else DEFAULT_CACHE
@@ -203,8 +221,8 @@ def cmd_buckets(args: argparse.Namespace) -> int:
         print("(no sequence dataset in this config: images and full-batch graphs have one batch shape already)")
     print("under trainer.compile: reduce-overhead each distinct shape is one compiled graph per stage "
           "(tests/benchmarks/run/test_compile.py counts them)")
-    if args.out:
-        R.write_json_atomic(Path(args.out), {"suite": cfg["suite"], "config": str(path), "counts": counts,
+    if out is not None:
+        R.write_json_atomic(out, {"suite": cfg["suite"], "config": str(path), "counts": counts,
                                              "rows": rows, "env": R.environment("cpu")})
         print(f"written: {args.out}")
     return 0

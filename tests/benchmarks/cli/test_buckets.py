@@ -46,3 +46,12 @@ def test_a_capture_that_crashes_costs_its_own_line(monkeypatch):
     assert B.capture(None, None) == "the tracing process crashed (killed by SIGSEGV)"
     monkeypatch.setattr(B, "capture_here", lambda cell, dm: "Unsupported: a reason")
     assert B.capture(None, None) == "Unsupported: a reason"
+
+
+def test_a_bad_out_is_one_line_before_any_work(tmp_path, capsys):
+    (tmp_path / "afile").write_text("")
+    for out, says in ((tmp_path / "afile" / "x.json", "is not a writable folder"), (tmp_path, "is a folder")):
+        assert main(["buckets", "quick", "--out", str(out)]) == 2
+        captured = capsys.readouterr()
+        err = captured.err.strip().splitlines()
+        assert len(err) == 1 and says in err[0] and "dataset" not in captured.out  # no table computed first
