@@ -71,8 +71,7 @@ def _out_file(value: str | None) -> Path | None:
 def _shapes(dm: Any, split: str, train: bool) -> set[tuple[int, int]]:
     """(items, padded length) of every batch of ``split``'s loader (one epoch, from the sampler)."""
     sampler = dm._loader(split, train).batch_sampler
-    lengths = sampler.lengths
-    return {(len(b), dm.buckets.pad_length(max(lengths[i] for i in b))) for b in sampler.all_batches(0)}
+    return dm.buckets.batch_shapes(sampler.all_batches(0), sampler.lengths)
 
 
 def capture(cell, dm: Any) -> str | None:

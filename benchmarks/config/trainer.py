@@ -58,7 +58,7 @@ TRAINER_FIELDS = {
                      "(or, for reduce-overhead, be captured whole) fails its cell with the reason"),
     "length_buckets": Field("any", None, nullable=True, test=_buckets_ok, expect=BUCKETS_EXPECT,
                             doc="sequence domains: pad every batch to one of a few fixed lengths so shapes repeat: "
-                            "a count (quantile buckets of the training lengths) or the lengths; null: none, or "
+                            "a count K (the K lengths with the fewest padded positions) or the lengths; null: none, or "
                             "4 with compile: reduce-overhead (tasks/common/buckets.py; cost.padding says what "
                             "they cost)"),
 }

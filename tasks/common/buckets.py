@@ -113,6 +113,10 @@ class LengthBuckets:
         """The padded length of a batch whose longest item has ``n`` positions."""
         return max(self.bounds[self.index(n)], n)
 
+    def batch_shapes(self, batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> set[tuple[int, int]]:
+        """The distinct ``(items, padded length)`` of ``batches`` (item indices into ``lengths``)."""
+        return {(len(b), self.pad_length(max(int(lengths[i]) for i in b))) for b in batches if len(b)}
+
     def batch_size(self, k: int, batch_size: int, max_tokens: int | None) -> int:
         """Items per batch in bucket ``k``: ``batch_size``, fewer when ``max_tokens`` caps the padded tokens."""
         return _items(self.bounds[k], batch_size, max_tokens)

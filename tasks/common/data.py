@@ -426,7 +426,7 @@ class SplitDataModule(L.LightningDataModule):
 
     def use_length_buckets(self, spec: int | list[int] | None = None) -> LengthBuckets | None:
         """Pad every batch to a fixed length bucket from now on (:mod:`tasks.common.buckets`):
-        ``spec`` a count (quantile buckets of the training lengths; None: the default count) or the
+        ``spec`` a count (the lengths that pad a training epoch least; None: the default count) or the
         padded lengths. Call it after :meth:`limit_train`. None (nothing changes) where items have
         no length: their batches have one shape already."""
         ds = self.splits["train"]
@@ -457,9 +457,9 @@ class SplitDataModule(L.LightningDataModule):
         out: dict[str, Any] = padding_cost(batches, lengths, self.buckets)
         if self.buckets is not None:
             plain = BucketBatchSampler(lengths, sampler.batch_size, max_tokens=self.max_tokens, seed=self.shuffle_seed)
-            shapes = {(len(b), self.buckets.pad_length(max(lengths[i] for i in b))) for b in batches}
             out.update(batch_longest=padding_cost(plain.all_batches(0), lengths, None), buckets=list(
-                self.buckets.bounds), buckets_how=self.buckets.how, shapes_per_epoch=len(shapes))
+                self.buckets.bounds), buckets_how=self.buckets.how,
+                shapes_per_epoch=len(self.buckets.batch_shapes(batches, lengths)))
         return out
 
     def _dataset_name(self) -> str:
