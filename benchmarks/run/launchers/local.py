@@ -42,6 +42,7 @@ from benchmarks.run.launchers import CellJob, log_result
 from benchmarks.run.launchers.mps import mps_daemons
 from benchmarks.run.plan import cell_seconds, load_costs, longest_first, pool_size, this_device
 from benchmarks.run.records import CODE_GIT_ENV, git_state, on_disk
+from benchmarks.run.sockets import POOL_TEMPDIR_ENV, SocketPathError, pool_tempdir, use_pool_tempdir
 from benchmarks.run.worker import (EXIT, PLUGINS_ENV, RESOURCES_ENV, UnitResult, cells_from_manifest, end_unit, log_path,
                                manifest_suite, record_target, start_unit, unit_result)
 
@@ -63,6 +64,7 @@ def _child(job: CellJob, env: dict[str, str], threads: int | None) -> None:
     for key in [k for k in os.environ if k.startswith("ATTNBENCH_") and k not in env]:
         del os.environ[key]  # unset in the driver since the forkserver started
     os.environ.update(env)
+    use_pool_tempdir(env.get(POOL_TEMPDIR_ENV))  # the driver's socket folder, short whatever TMPDIR is
     log = log_path(job.out, cells_from_manifest(job.out)[job.cell_id])
     log.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -206,6 +208,12 @@ class LocalLauncher:
                                                           self.asked_per_gpu, self.cores)
 
     def _context(self):
+        try:  # the forkserver's socket goes there: short enough whatever the length of TMPDIR
+            self.pool_tmp = pool_tempdir()
+        except SocketPathError as err:
+            from benchmarks.run.launchers.remote import usage_error
+
+            raise usage_error(str(err)) from None
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD + [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m])
         # the code the forked cells run is what the forkserver imports now, whatever the checkout
@@ -253,7 +261,8 @@ class LocalLauncher:
         # the driver's ATTNBENCH_* settings as they are now (plug-ins, loggers, ...), not
         # those of the forkserver, which may have started earlier
         env = {**{k: v for k, v in os.environ.items() if k.startswith("ATTNBENCH_")}, **(mps_env or {}),
-               RESOURCES_ENV: json.dumps({**resources, "cpu_threads": threads}), "OMP_NUM_THREADS": str(threads)}
+               RESOURCES_ENV: json.dumps({**resources, "cpu_threads": threads}), "OMP_NUM_THREADS": str(threads),
+               POOL_TEMPDIR_ENV: self.pool_tmp}
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         if ranks > 1:  # its own process imports the checkout as it is now

@@ -30,6 +30,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
+from benchmarks.run.sockets import SUN_PATH_MAX, short_folder
+
 __all__ = ["MPS_CONTROL", "PIPE_ENV", "LOG_ENV", "DEFAULT_PIPE", "mps_daemons", "served"]
 
 MPS_CONTROL = "nvidia-cuda-mps-control"
@@ -90,7 +92,8 @@ def _pipe_folder(folder: Path, gpu: str, log: Callable[[str], None]) -> Path:
     pipe = folder / "pipe"
     if len(str(pipe.resolve())) <= MAX_PIPE_CHARS:
         return pipe
-    short = Path(tempfile.mkdtemp(prefix=f"attnbench-mps{gpu}-"))
+    # TMPDIR itself may be too long (per-job scratch): then /tmp, /var/tmp or /dev/shm
+    short = Path(short_folder(f"attnbench-mps{gpu}-", SUN_PATH_MAX - 1 - MAX_PIPE_CHARS, f"the MPS daemon of GPU {gpu}"))
     (folder / "pipe.path").write_text(str(short) + "\n", encoding="utf-8")
     log(f"MPS: the pipe folder under {folder} is too long for its sockets; GPU {gpu} uses {short}")
     return short

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from benchmarks.run.launchers import CellJob, UnitResult, log_result
 from benchmarks.run.launchers.remote import current_record, first_line, prepare_worker, record_lost_unit, usage_error
+from benchmarks.run.sockets import SocketPathError, ray_temp_dir
 from benchmarks.run.worker import run_unit
 
 __all__ = ["RayLauncher", "add_arguments", "import_ray", "run_job"]
@@ -144,9 +145,10 @@ class RayLauncher:
             else:
                 for key, value in LOCAL_RAY_ENV.items():
                     os.environ.setdefault(key, value)
+                short = ray_temp_dir()  # Ray's sockets under a long TMPDIR: a short folder instead
                 ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
-                         object_store_memory=LOCAL_OBJECT_STORE_BYTES)
-        except (ConnectionError, RuntimeError, ValueError) as err:
+                         object_store_memory=LOCAL_OBJECT_STORE_BYTES, **({"_temp_dir": short} if short else {}))
+        except (ConnectionError, RuntimeError, ValueError, SocketPathError) as err:
             where = f"the Ray cluster at {self.address!r}" if self.address else "a local Ray instance"
             raise usage_error(f"could not start or reach {where}: {first_line(err, 300)}") from None
         return True

@@ -141,3 +141,16 @@ def test_bad_ray_options_are_one_line(argv, message, tmp_path, capsys):
     assert _run(_cfg(tmp_path, "x"), tmp_path / "out", "--launcher", "ray", *argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_ray_starts_under_a_tmpdir_too_long_for_its_sockets(inline_ref, tmp_path, monkeypatch):
+    """Issue 50: Ray's session sockets live under ``$TMPDIR/ray``; an 80-character TMPDIR put
+    them past 107 bytes and ``ray.init`` refused. The launcher gives Ray a short folder instead."""
+    long = tmp_path / ("t" * max(1, 90 - len(str(tmp_path))))
+    long.mkdir()
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(long))
+    cfg = _cfg(tmp_path, "long_tmp")
+    assert _run(cfg, tmp_path / "ray", "--launcher", "ray") == 0
+    got = _records(tmp_path / "ray")
+    assert {cid: r["test"] for cid, r in got.items()} == {cid: r["test"] for cid, r in inline_ref[1].items()}
