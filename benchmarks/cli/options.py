@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 
 from benchmarks.config import CONFIG_DIR
@@ -58,6 +59,10 @@ def load_cells(name: str, sets: list[str]) -> tuple[Path, dict, list]:
     return path, cfg, cells
 
 
+#: a `benchmark:` key anywhere (block or flow style, quoted or not)
+_BENCHMARK_KEY = re.compile(r"(?:^|[\s{,])['\"]?benchmark['\"]?\s*:")
+
+
 def micro_benchmark_of(path: Path, text: str) -> str | None:
     """The micro-benchmark a config is for (its top-level ``benchmark:`` key, or a shipped micro
     config's file name), or ``None`` for a suite config. YAML the strict parser refuses is left to
@@ -67,10 +72,12 @@ def micro_benchmark_of(path: Path, text: str) -> str | None:
     from benchmarks.config.micro import MICRO_BENCHMARKS
     from benchmarks.config.schema import parse_yaml
 
-    try:
-        data = parse_yaml(text)
-    except yaml.YAMLError:  # not valid or refused YAML: load_suite says which, in one line
-        data = None
+    data = None
+    if _BENCHMARK_KEY.search(text):  # only a config naming `benchmark:` is parsed twice
+        try:
+            data = parse_yaml(text)
+        except yaml.YAMLError:  # not valid or refused YAML: load_suite says which, in one line
+            data = None
     named = data.get("benchmark") if isinstance(data, dict) else None
     if isinstance(named, str) and named in MICRO_BENCHMARKS and "cells" not in data:
         return named

@@ -25,6 +25,9 @@ from typing import Any, Callable, Iterator, Mapping
 
 import yaml
 
+from benchmarks.config.strict_yaml import (MAX_YAML_ALIAS_NODES, MAX_YAML_DEPTH, Refused as _Refused,  # noqa: F401
+                                          StrictLoader, parse_yaml)
+
 __all__ = ["ConfigError", "CliError", "Field", "Section", "Problems", "validate", "load_yaml", "parse_yaml",
            "StrictLoader", "apply_overrides",
            "parse_override", "set_path", "describe", "check_value", "REQUIRED"]
@@ -295,77 +298,6 @@ def _validate(data: Any, schema: Mapping[str, Any], source: str, path: str, part
         with problems.collect():
             out[key] = _check_value(spec.kind, data[key], spec, where, source)
     return out
-
-
-#: YAML that is not what it looks like: nesting deeper than this, or a document whose aliases
-#: expand to more nodes than this, is refused (a config is a few hundred nodes; a "billion laughs"
-#: document is small on disk and explodes on the first deep copy or hash)
-MAX_YAML_DEPTH = 64
-MAX_YAML_NODES = 200_000
-
-
-class _Refused(yaml.YAMLError):
-    """A YAML document that parses but is refused (duplicate key, too deep, too many aliases)."""
-
-
-class StrictLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses what a config never needs and a reader would misread: a
-    key given twice in one mapping (YAML keeps the last silently), nesting deeper than
-    :data:`MAX_YAML_DEPTH` (no ``RecursionError``), and aliases expanding to more than
-    :data:`MAX_YAML_NODES` nodes (no ``MemoryError``). Each message names the line."""
-
-    def __init__(self, stream: Any) -> None:
-        super().__init__(stream)
-        self._depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        self._depth += 1
-        try:
-            if self._depth > MAX_YAML_DEPTH:
-                line = self.peek_event().start_mark.line + 1
-                raise _Refused(f"line {line}: nested deeper than {MAX_YAML_DEPTH} levels")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def compose_document(self) -> Any:
-        node = super().compose_document()
-        sizes: dict[int, int] = {}
-
-        def size(n: Any) -> int:  # nodes after alias expansion; each shared node counted once per use
-            if id(n) in sizes:
-                return sizes[id(n)]
-            children = (n.value if isinstance(n, yaml.SequenceNode)
-                        else [c for kv in n.value for c in kv] if isinstance(n, yaml.MappingNode) else [])
-            total = 1 + sum(size(c) for c in children)
-            if total > MAX_YAML_NODES:
-                raise _Refused(f"line {n.start_mark.line + 1}: aliases expand to more than {MAX_YAML_NODES} "
-                               "values (a config never needs that many)")
-            sizes[id(n)] = total
-            return total
-
-        if node is not None:
-            size(node)
-        return node
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, int] = {}
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
-                    continue  # '<<' merges may be overridden: that is what they are for
-                key = self.construct_object(key_node)
-                line = key_node.start_mark.line + 1
-                if key in seen:
-                    raise _Refused(f"key {key!r} is given twice in one mapping (lines {seen[key]} and {line}); "
-                                   "YAML would silently keep the last one: give it once")
-                seen[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-
-def parse_yaml(text: str) -> Any:
-    """``text`` loaded with :class:`StrictLoader`; a refused document raises ``yaml.YAMLError``."""
-    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
 
 
 def load_yaml(path: str | Path, empty: str | None = None) -> Any:

@@ -268,6 +268,7 @@ def validate_suite(raw: Any, source: str = "config", notices: list[str] | None =
     cells = _expand(cfg, source, problems)  # resolves every cell against the registries: fails early
     check_diagnostics(cfg, cells, source, problems)
     problems.raise_if_any()
+    _VALIDATED[:] = [(cfg, _fingerprint(cfg), cells)]  # the next expand(cfg) takes them
     for line in deprecated:
         if notices is not None:
             notices.append(line)
@@ -286,8 +287,21 @@ def _seconds_as_float(cfg: dict[str, Any]) -> None:
             trainer["max_time_s"] = float(value)
 
 
+#: the cells :func:`validate_suite` resolved last, for the one :func:`expand` of the same config
+#: that follows it (a generated sweep of 60k cells resolves in ~10 s: once is enough)
+_VALIDATED: list[tuple[dict[str, Any], str, list[Cell]]] = []
+
+
+def _fingerprint(cfg: dict[str, Any]) -> str:
+    return json.dumps(cfg, sort_keys=True, default=repr)
+
+
 def expand(cfg: dict[str, Any], source: str = "config") -> list[Cell]:
     """The matrix of cells of a validated ``cfg``, in config order (cell entry, model, seed)."""
+    if _VALIDATED:
+        done, printed, cells = _VALIDATED.pop()  # taken once: the cells are never shared
+        if done is cfg and printed == _fingerprint(cfg):  # unchanged since: no problem to name
+            return cells
     problems = Problems(source)
     cells = _expand(cfg, source, problems)
     problems.raise_if_any()
