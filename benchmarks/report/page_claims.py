@@ -1,6 +1,6 @@
 """Literal numbers in ``results/page.yaml``'s prose that claim to come from the records: ``N
-seeds``, ``N cells``, ``N epochs`` (``ViT N epochs``: that model's), durations (``225 s``,
-``5.7 min``), and, in a published figure's protocol, ``single run`` / ``mean of N`` / ``N runs``.
+seeds``, ``N cells``, ``N epochs`` (``ViT N epochs``: that model's), ``N CPU cores`` / ``N-core``,
+durations (``225 s``, ``5.7 min``), and, in a published figure's protocol, ``single run`` / ``mean of N`` / ``N runs``.
 Each is checked against the records (or the figure's ``runs``); a mismatch is one line naming
 the file, where in it, the claim and what the records say. Placeholders are right by
 construction and are not scanned; ``{not_recorded:...}`` is exempt.
@@ -24,6 +24,7 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     "seeds": re.compile(rf"\b{_RANGE}[\s-]+seeds?\b", re.I),
     "cells": re.compile(rf"\b{_NUM}\s+(?:training\s+)?cells?\b(?!\s+at\s+(?:once|a\s+time))", re.I),
     "epochs": re.compile(rf"\b{_RANGE}[\s-]+epochs?\b", re.I),
+    "cores": re.compile(rf"\b{_NUM}[\s-]+(?:CPU\s+)?cores?\b", re.I),
     "time": re.compile(r"\b(\d+(?:\.\d+)?)\s?(s|sec|seconds?|min|minutes?|h|hours?)\b(?![-\w])", re.I),
     "runs": re.compile(rf"\b(?:(?:a\s+)?single\s+run|{_NUM}\s+runs?|(?:mean|average|median|best)\s+(?:of|over)\s+{_NUM})\b",
                        re.I),
@@ -92,7 +93,7 @@ def _model_before(before: str, scope: Scope) -> str | None:
 def check_prose(text: str, scope: Scope, where: str) -> list[str]:
     """One line per literal claim of ``text`` that the records of ``scope`` contradict."""
     lines: list[str] = []
-    for c in find_claims(strip_placeholders(text), ("seeds", "cells", "epochs", "time")):
+    for c in find_claims(strip_placeholders(text), ("seeds", "cells", "epochs", "cores", "time")):
         try:
             bad = _contradiction(c, scope)
         except PageError as err:
@@ -109,6 +110,9 @@ def _contradiction(c: Claim, scope: Scope) -> str | None:
     if c.kind == "seeds":
         have = scope.seeds()
         return None if (c.lo, c.hi) == have else f"the records give {span(*have)} seeds per model"
+    if c.kind == "cores":
+        have = scope.cores()
+        return None if (c.lo, c.lo) == have else f"the records ran on {span(*have)} CPU cores"
     if c.kind == "cells":
         n = len(scope.records)
         return None if c.lo == n else f"the records give {n} cells"

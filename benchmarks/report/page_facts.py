@@ -120,6 +120,14 @@ class Scope:
             raise PageError(f"no record of {arg or 'this scope'} in {self.label} has an epoch cap")
         return min(vals), max(vals)
 
+    def cores(self) -> tuple[int, int]:
+        """The CPU cores the records ran on (``env.cpu_affinity``, else ``env.cpu_count``)."""
+        vals = [int(v) for v in ((r.get("env") or {}).get("cpu_affinity") or (r.get("env") or {}).get("cpu_count")
+                                 for r in self.records) if isinstance(v, (int, float))]
+        if not vals:
+            raise PageError(f"no record in {self.label} names its CPU cores")
+        return min(vals), max(vals)
+
     def caps(self, arg: str | None = None) -> list[float | None]:
         """The time caps (``trainer.max_time_s``; None: no cap) of the records."""
         vals = [_get(r.get("config"), "trainer.max_time_s") for r in self.select(arg, ok=False)]

@@ -15,7 +15,7 @@ def _rec(model: str, seed: int, epochs: int, cap: float | None, t: float, status
     return {"task": "t", "dataset": "d", "model": model, "seed": seed, "status": status, "epochs_run": epochs,
             "cost": {"train_time_s": t}, "data": {"train_size": 29000},
             "config": {"trainer": {"max_time_s": cap, "max_epochs": 10}, "model_params": {"heads": 8}},
-            "env": {"git_commit": "abcdef0123"}, "started": "2026-11-21T07:00:00+00:00",
+            "env": {"git_commit": "abcdef0123", "cpu_count": 2}, "started": "2026-11-21T07:00:00+00:00",
             "finished": "2026-11-21T07:02:00+00:00"}
 
 
@@ -42,6 +42,11 @@ def test_check_prose_against_records():
     assert lines[0] == 'page.yaml: w: "one to two epochs" but the records give 2-3 epochs (runs/x)'
     assert 'transformer 2 epochs" but the records give transformer: 2-3 epochs' in lines[1]
     assert "3 seeds per model" in lines[2] and "caps: 2.33 min" in lines[3]
+
+
+def test_cpu_cores_are_checked():
+    assert check_prose("on 2 CPU cores, a 2-core machine", SCOPE, "w") == []
+    assert check_prose("a 4-core machine", SCOPE, "w") == ['w: "4-core" but the records ran on 2 CPU cores (runs/x)']
 
 
 def test_placeholders_are_not_scanned_and_fill_from_records():
