@@ -97,7 +97,10 @@ def check(spec_path: str | Path = PAGE_SPEC) -> list[str]:
     built = build(spec_path)
     lines = prose_drifts(built)
     page = spec_path.parent / "README.md"
-    lines += file_drifts(_display(page), page.read_text(encoding="utf-8") if page.is_file() else "", built.page)
+    if page.is_file():
+        lines += file_drifts(_display(page), page.read_text(encoding="utf-8"), built.page)
+    else:
+        lines.append(f"{_display(page)}: missing (run attnbench page)")
     readme = readme_path(spec_path)
     if readme.is_file():
         text = readme.read_text(encoding="utf-8")

@@ -160,3 +160,8 @@ def test_missing_readme_block_is_one_line(copy, capsys):
     _edit(copy.parent.parent / "README.md", "<!-- /main-job -->", "")
     assert main([str(copy), "--check"]) == 2
     assert "no generated main-job block" in capsys.readouterr().err
+
+
+def test_missing_page_is_one_line(copy, capsys):
+    (copy.parent / "README.md").unlink()
+    assert _drifts(copy, capsys) == [f"{copy.parent / 'README.md'}: missing (run attnbench page)"]
