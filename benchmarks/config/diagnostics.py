@@ -9,12 +9,13 @@ follows, and the expected comparisons) and tag cell entries with ``diagnostic: N
         tests: "..."            # what the data is built to show
         why: "..."              # why the expected order follows
         expect: ["rnn > cnn", "attention > cnn", "attention ~ rnn"]
+        margin: 0.01            # '~': level within +-0.01 accuracy (TOST)
     cells:
       - {task: pos_tagging, dataset: synthetic_far, diagnostic: far_dependency, models: [...]}
 
 An expectation is ``LEFT REL RIGHT`` with ``REL`` one of :data:`RELATIONS` (``>``: LEFT is
-better, ``<``: worse, ``~``: no significant difference) and each side a model family (its best
-model by mean) or a model name that the diagnostic's cells run. Everything is checked before
+better, ``<``: worse, ``~``: level within the diagnostic's ``margin``, by two one-sided tests) and
+each side a model family (its best model by validation mean) or a model name that the diagnostic's cells run. Everything is checked before
 any cell runs (:func:`check_diagnostics`); the report reads the definitions back from the
 suite manifest and the tag from each record's config
 (:mod:`benchmarks.report.diagnostics`). Pure Python: no torch.
@@ -43,6 +44,9 @@ DIAGNOSTIC_SCHEMA = {
     "why": Field("str", doc="why the expected order follows"),
     "expect": Field("list[str]", [], doc="expected comparisons 'LEFT REL RIGHT', REL in > < ~, each side a family "
                     "or a model of the diagnostic's cells"),
+    "margin": Field("float", None, nullable=True, minimum=0, min_open=True,
+                    doc="what 'level' means for its '~' expectations: the largest difference, in the metric's units "
+                        "(accuracy 0-1, BLEU 0-100), that counts as level; tested by two one-sided tests (TOST)"),
 }
 
 
@@ -124,6 +128,9 @@ def check_diagnostics(cfg: dict[str, Any], cells: Iterable[Any], source: str, pr
             except ConfigError as err:
                 problems.add(str(err))
                 continue
+            if exp.rel == "~" and body.get("margin") is None:
+                problems.add(f"{source}: {where}={text!r} needs diagnostics.{name}.margin: the largest difference, "
+                             "in the metric's units (accuracy 0-1, BLEU 0-100), that counts as level (e.g. margin: 0.02)")
             for side in (exp.left, exp.right):
                 if side not in models and side not in families:
                     problems.add(f"{source}: {where}={text!r}: {side!r} is neither a family nor a model this "

@@ -425,10 +425,27 @@ def _warn_records(records: list[dict[str, Any]], groups: list[Group], multi: boo
         warn("commits", f"{dirty} of {len(records)} records were run from a working tree with uncommitted changes (git_dirty)")
 
 
+def val_mean(m: ModelResult) -> float | None:
+    """The mean best-validation score of a model's ok records (None when any lacks one)."""
+    vals = [as_number((r.get("best_val") or {}).get("value")) for r in m.ok]
+    if not vals or any(v is None or not math.isfinite(v) for v in vals):
+        return None
+    return sum(vals) / len(vals)
+
+
 def best_of(g: Group, family: str) -> ModelResult | None:
-    """The group's best model with results in ``family`` (a :func:`baseline_family` name)."""
+    """The group's best model with results in ``family`` (a :func:`baseline_family` name), chosen
+    on **validation** (the best mean of the records' best-validation scores), so that the test
+    set that compares it is not the one that picked it; by test mean where a record has no
+    validation score (older records)."""
     cands = [m for m in g.models if baseline_family(m) == family and m.values]
-    return cands[0] if cands else None  # g.models is ranked
+    if not cands:
+        return None
+    vals = [val_mean(m) for m in cands]
+    if any(v is None for v in vals):
+        return cands[0]  # g.models is ranked by test mean
+    sign = 1.0 if g.mode == "max" else -1.0
+    return max(zip(cands, vals), key=lambda mv: sign * mv[1])[0]  # ties: the better test mean
 
 
 def compare_models(g: Group, a: ModelResult, b: ModelResult, confidence: float) -> tuple[stats.Difference, str]:

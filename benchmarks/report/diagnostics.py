@@ -8,11 +8,15 @@ the relation:
 
 * ``>`` / ``<``: **matched** when the verdict is better / worse, **not significant** when the
   interval holds 0, **contradicted** when it is significant the other way;
-* ``~``: **matched** when the interval holds 0, **contradicted** when it excludes it;
+* ``~``: two one-sided tests (TOST) within the diagnostic's ``margin``: **matched** when level,
+  **contradicted** when significantly different instead, **not significant** otherwise
+  (undecided: more seeds);
 * **too few seeds** or **not run** where no verdict can be drawn.
 
-A family side is the family's best model by mean (the selection the interval does not account
-for, as in the comparisons). Reads only the analysis: no files.
+A zero-width interval (identical seeds) never decides: the exact permutation test does
+(:mod:`benchmarks.report.tests_of`). Every expectation of the report is one family of tests:
+each row also carries its Holm-adjusted p and outcome. A family side is the family's best model
+by validation mean (:func:`benchmarks.report.analysis.best_of`). Reads only the analysis: no files.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from benchmarks.report.analysis import best_of, compare_models
 from benchmarks.report.document import Block, BulletList, Heading, Paragraph, Table
 from benchmarks.report.format import fmt_ci, fmt_metric
 from benchmarks.report.results import Analysis, Group, ModelResult, group_title
+from benchmarks.report.tests_of import equivalence_p, holm
 
 __all__ = ["MATCHED", "NOT_SIGNIFICANT", "CONTRADICTED", "TOO_FEW", "NOT_RUN", "OUTCOMES", "DiagnosticRow",
            "DiagnosticResult", "evaluate", "outcome_of", "diagnostic_blocks", "summary_lines", "read_summary", "as_json"]
@@ -49,6 +54,11 @@ class DiagnosticRow:
     diff: stats.Difference | None = None
     verdict: str | None = None
     note: str = ""
+    margin: float | None = None  # '~': level within +-margin
+    p: float | None = None  # the expectation's test: TOST for '~', the difference's two-sided test otherwise
+    test: str = ""
+    p_holm: float | None = None  # ``p`` Holm-adjusted over every expectation of the report
+    outcome_holm: str | None = None
 
     @property
     def cost_ratios(self) -> tuple[float | None, float | None]:
@@ -74,12 +84,17 @@ class DiagnosticResult:
         return str(self.definition.get("title") or self.name)
 
 
-def outcome_of(exp: Expectation, verdict: str) -> str:
-    """The outcome of an expectation given the verdict of ``left - right``."""
+def outcome_of(exp: Expectation, verdict: str, level: bool | None = None) -> str:
+    """The outcome of an expectation given the verdict of ``left - right`` and, for ``~``, whether
+    the equivalence test finds the two level within the margin: level is **matched**, a
+    significant difference otherwise **contradicted**, neither **not significant** (undecided:
+    more seeds)."""
     if verdict == stats.TOO_FEW:
         return TOO_FEW
     if exp.rel == "~":
-        return MATCHED if verdict == stats.NO_DIFFERENCE else CONTRADICTED
+        if level:
+            return MATCHED
+        return CONTRADICTED if verdict in (stats.BETTER, stats.WORSE) else NOT_SIGNIFICANT
     if verdict == exp.expected_verdict:
         return MATCHED
     return NOT_SIGNIFICANT if verdict == stats.NO_DIFFERENCE else CONTRADICTED
@@ -128,10 +143,34 @@ def evaluate(an: Analysis) -> list[DiagnosticResult]:
                 res.rows.append(DiagnosticRow(exp, NOT_RUN, left, right, note=f"no results for {', '.join(missing)}"))
                 continue
             diff, verdict = compare_models(g, left, right, an.confidence)
-            res.rows.append(DiagnosticRow(exp, outcome_of(exp, verdict), left, right, diff, verdict))
+            row = DiagnosticRow(exp, TOO_FEW, left, right, diff, verdict, p=diff.p, test=diff.test)
+            if exp.rel == "~" and body.get("margin"):
+                row.margin = float(body["margin"])
+                row.p, row.test = equivalence_p(left.values, right.values, row.margin, left.seeds, right.seeds)
+            elif exp.rel == "~":  # a run from before margins: level cannot be tested
+                row.p, row.test = None, "no margin stated: level not tested"
+            alpha = 1.0 - an.confidence
+            row.outcome = outcome_of(exp, verdict, None if row.p is None or exp.rel != "~" else row.p < alpha)
+            res.rows.append(row)
         results.append(res)
+    _adjust(results, 1.0 - an.confidence)
     _warn_saturated(an, results)
     return results
+
+
+def _adjust(results: list[DiagnosticResult], alpha: float) -> None:
+    """Holm's correction over the family of every expectation tested in the report: each row's
+    adjusted p and the outcome it gives (a '~' row's difference test at Bonferroni's alpha/m)."""
+    rows = [row for r in results for row in r.rows if row.outcome not in (TOO_FEW, NOT_RUN) and row.p is not None]
+    for row, p in zip(rows, holm([row.p for row in rows])):
+        row.p_holm = p
+        exp, d = row.expectation, row.diff
+        if exp.rel == "~":
+            different = d is not None and d.p is not None and d.p * len(rows) < alpha and d.diff != 0.0
+            row.outcome_holm = MATCHED if p < alpha else CONTRADICTED if different else NOT_SIGNIFICANT
+        else:
+            verdict = row.verdict if p < alpha else stats.NO_DIFFERENCE
+            row.outcome_holm = outcome_of(exp, verdict)
 
 
 def _warn_saturated(an: Analysis, results: list[DiagnosticResult]) -> None:
@@ -156,6 +195,22 @@ def _found(row: DiagnosticRow, metric: str) -> str:
             f"{d.diff:+.4g} {metric}, {int(round(d.confidence * 100))}% CI {ci}, n={d.n}")
 
 
+def _expected(row: DiagnosticRow) -> str:
+    """The expectation as written, with the margin of a '~'."""
+    return row.expectation.text + (f" (±{row.margin:g})" if row.margin is not None else "")
+
+
+def _fmt_p(p: float | None) -> str:
+    return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _tested(row: DiagnosticRow) -> str:
+    """The test's p-value, its name, and the Holm-adjusted p."""
+    if row.p is None:
+        return row.test or "–"
+    return f"p={_fmt_p(row.p)} ({row.test}); Holm p={_fmt_p(row.p_holm)}"
+
+
 def _cost(row: DiagnosticRow) -> str:
     t, m = row.cost_ratios
     parts = ([f"time {t:.2g}x"] if t is not None else []) + ([f"memory {m:.2g}x"] if m is not None else [])
@@ -174,22 +229,36 @@ def diagnostic_blocks(an: Analysis, results: list[DiagnosticResult]) -> list[Blo
         about.append(f"{r.title}{where}: {r.definition.get('tests', '')} Expected: "
                      f"{'; '.join(r.definition.get('expect') or []) or 'nothing stated'}. Why: {r.definition.get('why', '')}")
         for row in r.rows:
-            rows.append([r.name, row.expectation.text, _found(row, metric), row.verdict or "–", _cost(row),
-                         f"**{row.outcome}**" if row.outcome == CONTRADICTED else row.outcome])
+            rows.append([r.name, _expected(row), _found(row, metric), _tested(row), _cost(row),
+                         f"**{row.outcome}**" if row.outcome == CONTRADICTED else row.outcome,
+                         row.outcome_holm or "–"])
     counts = {o: sum(row.outcome == o for r in results for row in r.rows) for o in OUTCOMES}
     tally = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
+    family = [row for r in results for row in r.rows if row.outcome_holm]
+    held = {o: sum(row.outcome_holm == o for row in family) for o in OUTCOMES}
+    tally_holm = ", ".join(f"{n} {o}" for o, n in held.items() if n)
     return [
         Heading(3, "Diagnostics: found vs expected", "diagnostics"),
         Paragraph(f"Each diagnostic's data is built so that the model families separate for a stated reason; its "
-                  f"config names the comparisons it expects. {tally}.", "note"),
-        Table(["diagnostic", "expected", "found (left vs right)", "verdict", "cost left/right", "outcome"], rows),
+                  f"config names the comparisons it expects. {tally}"
+                  + (f"; Holm-adjusted over the {len(family)} expectations tested: {tally_holm}" if family else "")
+                  + ".", "note"),
+        Table(["diagnostic", "expected", "found (left vs right)", "test", "cost left/right", "outcome",
+               "outcome, Holm-adjusted"], rows),
         BulletList(about),
-        Paragraph(f"A family stands for its best model by mean. Verdict: the {int(round(an.confidence * 100))}% "
-                  f"t-interval of left − right (paired over common seeds, else Welch) in the metric's direction; "
-                  f"fewer than {stats.MIN_SEEDS} seeds: too few seeds. '>' / '<' are matched by better / worse, "
-                  f"not significant when the interval holds 0, contradicted when it is significant the other way; "
-                  f"'~' is matched when the interval holds 0. Cost: mean train time and peak memory, left over "
-                  f"right.", "note"),
+        Paragraph(f"A family stands for its best model by mean validation score (chosen on validation, tested on "
+                  f"test). Each expectation is one test at alpha = {1 - an.confidence:.2g}: '>' / '<' by the "
+                  f"two-sided test of left − right (paired t-test over common seeds, else Welch; with zero spread "
+                  f"the exact permutation test, so identical seeds never decide), matched by a significant "
+                  f"difference the expected way, contradicted by one the other way, else not significant; '~' by "
+                  f"two one-sided tests (TOST) that the difference lies within ±margin (the diagnostic's config "
+                  f"states it, in the metric's units): matched when level, contradicted when significantly "
+                  f"different instead, else not significant (undecided: more seeds). The intervals and tests cover "
+                  f"the variance between seeds on one fixed split, not the test set's own sampling error. The "
+                  f"family of tests is every expectation of this report; the last column applies Holm's "
+                  f"correction to it (a '~' row's difference test at Bonferroni's alpha/m). Fewer than "
+                  f"{stats.MIN_SEEDS} seeds: too few seeds. Cost: mean train time and peak memory, left over right.",
+                  "note"),
     ]
 
 
@@ -199,11 +268,18 @@ def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = []
     for r in rows:
         cost = [f"{k} {r[f'{k}_ratio']:.2g}x" for k in ("time", "memory") if r.get(f"{k}_ratio") is not None]
-        lines.append(f"  {r['outcome']:<15} {r['diagnostic']}: {r['expect']:<30} {r['found']}"
-                     + (f"  [{', '.join(cost)}]" if cost else ""))
+        expect = r["expect"] + (f" (±{r['margin']:g})" if r.get("margin") is not None else "")
+        holm_note = (f"  (Holm-adjusted: {r['outcome_holm']})"
+                     if r.get("outcome_holm") and r["outcome_holm"] != r["outcome"] else "")
+        lines.append(f"  {r['outcome']:<15} {r['diagnostic']}: {expect:<30} {r['found']}"
+                     + (f"  [{', '.join(cost)}]" if cost else "") + holm_note)
     tally = {o: sum(r["outcome"] == o for r in rows) for o in OUTCOMES}
     if rows:
         lines.append(f"  {len(rows)} expectations: " + ", ".join(f"{n} {o}" for o, n in tally.items() if n))
+        held = [r["outcome_holm"] for r in rows if r.get("outcome_holm")]
+        if held:
+            lines.append(f"  Holm-adjusted over {len(held)} tests: "
+                         + ", ".join(f"{held.count(o)} {o}" for o in OUTCOMES if held.count(o)))
     return lines
 
 
@@ -233,5 +309,7 @@ def as_json(results: list[DiagnosticResult]) -> list[dict[str, Any]]:
                 "left_mean": d.mean_a if d else None, "right_mean": d.mean_b if d else None,
                 "diff": d.diff if d else None, "ci_low": d.ci_low if d else None, "ci_high": d.ci_high if d else None,
                 "n": d.n if d else None, "time_ratio": t, "memory_ratio": m, "found": _found(row, metric or ""),
+                "margin": row.margin, "p": row.p, "test": row.test or None, "p_holm": row.p_holm,
+                "outcome_holm": row.outcome_holm,
             })
     return out

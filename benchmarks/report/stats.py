@@ -25,10 +25,13 @@ Conventions
   ``paired=False`` always uses Welch.
 * Zero spread (every value equal in both groups, or every per-seed difference equal) gives
   a zero-width interval at the observed difference rather than NaN: the runs disagree by
-  exactly that much on every seed.
-* :func:`verdict` reads the interval against the metric's mode: for ``"max"`` metrics
-  ``ci_low > 0`` is ``"better"`` and ``ci_high < 0`` is ``"worse"`` (the reverse for
-  ``"min"``); an interval containing 0 is ``"no significant difference"``. With fewer than
+  exactly that much on every seed. **It never decides a verdict**: :func:`compare` also sets the
+  difference's two-sided p-value (:mod:`benchmarks.report.tests_of`: the t-test of the interval,
+  or with zero spread the exact permutation test, whose smallest p with 3 seeds is 0.25).
+* :func:`verdict` reads the p-value (where set, else the interval) against the metric's mode: for
+  ``"max"`` metrics a significant positive difference is ``"better"``, a negative one ``"worse"``
+  (the reverse for ``"min"``); otherwise ``"no significant difference"``. For the t-tests this is
+  the interval excluding 0. With fewer than
   :data:`MIN_SEEDS` values in either group it says ``"too few seeds"`` instead: a t-interval of
   two seeds (one degree of freedom, t = 12.7) is too wide to mean anything, and a zero-width one
   of two tied seeds claims a certainty it does not have.
@@ -60,6 +63,7 @@ __all__ = [
     "Summary",
     "Difference",
     "mean",
+    "no_spread",
     "sample_std",
     "t_quantile",
     "mean_ci",
@@ -85,6 +89,14 @@ def _values(values: Iterable[float]) -> np.ndarray:
     if arr.ndim != 1:
         raise ValueError(f"expected a flat sequence of numbers, got shape {arr.shape}")
     return arr
+
+
+def no_spread(values: Iterable[float]) -> bool:
+    """Whether every value is the same up to float rounding (1e-9 relative): per-seed accuracies
+    of k/N correct items differ by 1e-17, not 0, when k is the same on every seed, and a t-test
+    of that noise claims p = 1e-30."""
+    arr = _values(values)
+    return arr.size > 0 and float(np.ptp(arr)) <= 1e-9 * max(1.0, float(np.abs(arr).max()))
 
 
 def _check_confidence(confidence: float) -> None:
@@ -206,6 +218,8 @@ class Difference(_Interval):
     n_b: int
     confidence: float
     clipped: bool = False  # the interval was cut to the range a difference of the metric can reach
+    p: float | None = None  # two-sided p-value of a - b = 0 (:func:`compare` sets it)
+    test: str = ""  # the test behind ``p`` (:func:`benchmarks.report.tests_of.difference_p`)
 
     @property
     def identical(self) -> bool:
@@ -238,7 +252,7 @@ def welch_difference(a: Iterable[float], b: Iterable[float], confidence: float =
     if na < 2 or nb < 2:
         return Difference("welch", ma, mb, d, None, None, None, None, na, nb, confidence)
     va, vb = float(xa.var(ddof=1)) / na, float(xb.var(ddof=1)) / nb
-    se = math.sqrt(va + vb)
+    se = 0.0 if no_spread(xa) and no_spread(xb) else math.sqrt(va + vb)
     if se == 0.0:
         return Difference("welch", ma, mb, d, d, d, 0.0, float("nan"), na, nb, confidence)
     df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
@@ -261,7 +275,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], confidence: float 
     d = float(dd.mean())
     if n < 2:
         return Difference("paired", ma, mb, d, None, None, None, None, n, n, confidence)
-    se = float(dd.std(ddof=1)) / math.sqrt(n)
+    se = 0.0 if no_spread(dd) else float(dd.std(ddof=1)) / math.sqrt(n)
     if se == 0.0:
         return Difference("paired", ma, mb, d, d, d, 0.0, float(n - 1), n, n, confidence)
     half = t_quantile(confidence, n - 1) * se
@@ -293,10 +307,16 @@ def compare(
         )
     if paired is True and not can_pair:
         raise ValueError("a paired interval needs the same (distinct) seeds, at least two, in both groups")
+    from benchmarks.report.tests_of import difference_p
+
     if can_pair and paired is not False:
         by_seed_b = dict(zip(seeds_b, b))
-        return paired_difference(a, [by_seed_b[s] for s in seeds_a], confidence)
-    return welch_difference(a, b, confidence)
+        diff = paired_difference(a, [by_seed_b[s] for s in seeds_a], confidence)
+        p, test = difference_p(a, b, seeds_a, seeds_b)
+    else:
+        diff = welch_difference(a, b, confidence)
+        p, test = difference_p(a, b)
+    return replace(diff, p=p, test=test)
 
 
 def verdict(diff: Difference, mode: str, min_n: int = MIN_SEEDS) -> str:
@@ -310,6 +330,10 @@ def verdict(diff: Difference, mode: str, min_n: int = MIN_SEEDS) -> str:
     if not diff.ci_defined:
         return NO_DIFFERENCE
     sign = 1.0 if mode == "max" else -1.0
+    if diff.p is not None:  # the test decides (a zero-width interval never does: see tests_of)
+        if diff.p >= 1.0 - diff.confidence or diff.diff == 0.0:
+            return NO_DIFFERENCE
+        return BETTER if sign * diff.diff > 0 else WORSE
     lo, hi = sorted((sign * diff.ci_low, sign * diff.ci_high))
     if lo > 0:
         return BETTER

@@ -11,8 +11,8 @@ from benchmarks.config.schema import ConfigError
 from benchmarks.config.suite import expand, validate_suite
 
 
-def _suite(expect, tag="neighbours", diagnostics=None):
-    body = {"tests": "labels follow the neighbours", "why": "message passing", "expect": expect}
+def _suite(expect, tag="neighbours", diagnostics=None, margin=0.02):
+    body = {"tests": "labels follow the neighbours", "why": "message passing", "expect": expect, "margin": margin}
     return {"suite": "t", "seeds": 3, "trainer": {"max_epochs": 2, "accelerator": "cpu"},
             "diagnostics": {"neighbours": body} if diagnostics is None else diagnostics,
             "cells": [{"task": "graphs", "dataset": "sbm", "diagnostic": tag, "models": ["graph_attention", "gcn", "mlp"]}]}
@@ -34,6 +34,18 @@ def test_valid_diagnostic_tags_the_cells():
     ids_untagged = {c.cell_id for c in expand(validate_suite(untagged, source="s.yaml"))}
     assert ids_untagged.isdisjoint(c.cell_id for c in cells)  # the tag is part of the cell ids
     assert all("diagnostic" not in c.config for c in expand(validate_suite(untagged, source="s.yaml")))
+    other = validate_suite(_suite(["attention > other", "gcn ~ graph_attention", "mlp < cnn"], margin=0.05), source="s.yaml")
+    assert {c.cell_id for c in expand(other)} == {c.cell_id for c in cells}  # a margin is no part of the cell ids
+
+
+@pytest.mark.parametrize("margin, needle", [
+    (None, "diagnostics.neighbours.expect[1]='gcn ~ graph_attention' needs diagnostics.neighbours.margin"),
+    (0.0, "diagnostics.neighbours.margin=0.0 is invalid"),
+    ("x", "diagnostics.neighbours.margin='x' is invalid"),
+])
+def test_a_level_expectation_needs_a_positive_margin(margin, needle):
+    problems = _problems(_suite(["attention > other", "gcn ~ graph_attention"], margin=margin))
+    assert any(needle in p for p in problems), problems
 
 
 @pytest.mark.parametrize("expect, needles", [

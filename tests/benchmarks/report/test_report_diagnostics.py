@@ -24,7 +24,7 @@ EXPECT = ["attention > rnn", "attention ~ cnn", "rnn > attention", "attention > 
           "transformer > lstm"]
 
 
-def _write(root, values, expect, *, diag="order", seeds=(0, 1, 2)):
+def _write(root, values, expect, *, diag="order", seeds=(0, 1, 2), margin=0.02):
     suite_dir = root / SUITE
     cells = []
     for model, vals in values.items():
@@ -34,7 +34,8 @@ def _write(root, values, expect, *, diag="order", seeds=(0, 1, 2)):
             write_json_atomic(record_path(suite_dir, rec), rec)
             cells.append({"cell_id": cid("toy", "synth", model, seed), "task": "toy", "dataset": "synth",
                           "model": model, "family": rec["family"], "seed": seed, "config": rec["config"]})
-    definition = {"title": "Order", "tests": "what it tests.", "why": "why it follows.", "expect": expect}
+    definition = {"title": "Order", "tests": "what it tests.", "why": "why it follows.", "expect": expect,
+                  "margin": margin}
     write_json_atomic(suite_dir / MANIFEST, {"suite": SUITE, "cells": cells,
                                              "config": {"suite": SUITE, "diagnostics": {diag: definition}}})
     return suite_dir
@@ -85,20 +86,27 @@ def test_saturated_data_is_a_warning(tmp_path):
     assert "the data saturates" in md
 
 
-@pytest.mark.parametrize("rel, verdict, outcome", [
-    (">", stats.BETTER, MATCHED), (">", stats.WORSE, CONTRADICTED), (">", stats.NO_DIFFERENCE, NOT_SIGNIFICANT),
-    ("<", stats.WORSE, MATCHED), ("<", stats.BETTER, CONTRADICTED), ("~", stats.NO_DIFFERENCE, MATCHED),
-    ("~", stats.BETTER, CONTRADICTED), ("~", stats.WORSE, CONTRADICTED), (">", stats.TOO_FEW, TOO_FEW),
+@pytest.mark.parametrize("rel, verdict, level, outcome", [
+    (">", stats.BETTER, None, MATCHED), (">", stats.WORSE, None, CONTRADICTED),
+    (">", stats.NO_DIFFERENCE, None, NOT_SIGNIFICANT), ("<", stats.WORSE, None, MATCHED),
+    ("<", stats.BETTER, None, CONTRADICTED), (">", stats.TOO_FEW, None, TOO_FEW),
+    # '~': level within the margin (TOST) matches, even with a significant difference inside it;
+    # an interval that merely holds 0 decides nothing (the old rule matched any noisy pair)
+    ("~", stats.NO_DIFFERENCE, True, MATCHED), ("~", stats.BETTER, True, MATCHED),
+    ("~", stats.NO_DIFFERENCE, False, NOT_SIGNIFICANT), ("~", stats.BETTER, False, CONTRADICTED),
+    ("~", stats.WORSE, False, CONTRADICTED),
 ])
-def test_outcome_rule(rel, verdict, outcome):
-    assert outcome_of(Expectation("a", rel, "b"), verdict) == outcome
+def test_outcome_rule(rel, verdict, level, outcome):
+    assert outcome_of(Expectation("a", rel, "b"), verdict, level) == outcome
 
 
 def test_terminal_summary(built, tmp_path):
     from benchmarks.report.diagnostics import read_summary, summary_lines
 
     lines = summary_lines(built["rows"])
-    assert len(lines) == len(EXPECT) + 1
+    assert len(lines) == len(EXPECT) + 2  # and the Holm-adjusted tally
     assert lines[0].split()[:3] == ["matched", "order:", "attention"] and "transformer 0.92 vs lstm 0.61" in lines[0]
-    assert "time " in lines[0] and lines[-1] == "  6 expectations: 3 matched, 1 not significant, 1 contradicted, 1 not run"
+    assert "time " in lines[0] and lines[-2] == "  6 expectations: 3 matched, 1 not significant, 1 contradicted, 1 not run"
+    assert lines[-1].startswith("  Holm-adjusted over 5 tests: ")
+    assert "attention ~ cnn (±0.02)" in "\n".join(lines)
     assert read_summary(tmp_path) == []  # no diagnostics.json: nothing to print
