@@ -126,12 +126,44 @@ def _verdict(g: Group, a: ModelResult | None, b: ModelResult | None) -> tuple[st
     return compare_models(g, a, b, CONFIDENCE)
 
 
-def _vs(g: Group, fam: str) -> str:
+def _headline_words(runs: list[Any]) -> dict[tuple[int, str], tuple[str, str]]:
+    """(run index, family) -> (the verdict's word, its word after Holm's correction over every
+    headline comparison). A difference is 'wins'/'loses' by its test (the interval, or the exact
+    permutation test with zero spread); otherwise 'level (±m)' when two one-sided tests find it
+    within the run's stated ``margin`` (page.yaml, the metric's units), else 'undecided'."""
+    from benchmarks.report.tests_of import equivalence_p, holm
+
+    alpha = 1.0 - CONFIDENCE
+    rows: list[tuple[tuple[int, str], str, float | None]] = []
+    for i, run in enumerate(runs):
+        g = run.group
+        for fam in ("rnn", "cnn"):
+            att, base = best_of(g, "attention"), best_of(g, fam)
+            d, v = _verdict(g, att, base)
+            if d is None:
+                continue
+            word, p = VERDICT_WORD[v], d.p
+            if v == stats.NO_DIFFERENCE:
+                margin = run.spec.get("margin")
+                p = equivalence_p(att.values, base.values, float(margin), att.seeds, base.seeds)[0] if margin else None
+                word = f"level (±{_num(float(margin), g.metric)})" if p is not None and p < alpha else "undecided"
+            rows.append(((i, fam), word, p))
+    adjusted = holm([p for _, _, p in rows])
+    out = {}
+    for (key, word, p), q in zip(rows, adjusted):
+        held = word if word == "undecided" or (q is not None and q < alpha) else "undecided"
+        out[key] = (word, held)
+    return out
+
+
+def _vs(g: Group, fam: str, words: tuple[str, str] | None = None) -> str:
     att, base = best_of(g, "attention"), best_of(g, fam)
     d, v = _verdict(g, att, base)
     if d is None:
         return "–"
-    return f"{VERDICT_WORD[v]}: {_num(d.diff, g.metric, True)} {ci_text(d, g.metric)} vs {base.model}"
+    word, held = words or (VERDICT_WORD[v], VERDICT_WORD[v])
+    after = f" (Holm: {held})" if held != word else ""
+    return f"{word}{after}: {_num(d.diff, g.metric, True)} {ci_text(d, g.metric)} vs {base.model}"
 
 
 def _best_baseline(g: Group) -> ModelResult | None:
@@ -196,26 +228,36 @@ def _link(folder: str) -> str:
     return f"[full report]({folder}/REPORT.md)"
 
 
+def _tally(words: list[str]) -> str:
+    kinds = {}
+    for w in words:
+        k = w.split(" (")[0]
+        kinds[k] = kinds.get(k, 0) + 1
+    return ", ".join(f"{k} {n}" for k, n in kinds.items())
+
+
 def _summary_blocks(runs: list[_Run]) -> list[Block]:
-    rows, tally = [], {w: 0 for w in VERDICT_WORD.values()}
-    for run in runs:
+    rows = []
+    verdicts = _headline_words(runs)
+    for i, run in enumerate(runs):
         g = run.group
-        for fam in ("rnn", "cnn"):
-            _, v = _verdict(g, best_of(g, "attention"), best_of(g, fam))
-            if v:
-                tally[VERDICT_WORD[v]] += 1
         att = best_of(g, "attention")
         rows.append([run.spec["title"], _unit(g.metric)[1], f"{att.model} {_num(att.mean, g.metric)}" if att else "–",
-                     _vs(g, "rnn"), _vs(g, "cnn"), _cost(g), _link(run.folder)])
-    n = sum(tally.values())
-    said = ", ".join(f"{k} {v}" for k, v in tally.items() if v)
+                     _vs(g, "rnn", verdicts.get((i, "rnn"))), _vs(g, "cnn", verdicts.get((i, "cnn"))), _cost(g),
+                     _link(run.folder)])
+    n = len(verdicts)
+    raw, held = _tally([w for w, _ in verdicts.values()]), _tally([h for _, h in verdicts.values()])
     return [
         Heading(2, "Where attention wins, ties and loses"),
-        Paragraph(f"The best attention model of each headline run against the best RNN and the best CNN of the "
-                  f"same run ({n} comparisons: {said}). Difference = attention − baseline with its 95% "
-                  f"t-interval over seeds (paired where the seeds match); 'level' = the interval holds 0. Cost: "
-                  f"the best attention model's mean train time and parameters over the best baseline's (RNN, "
-                  f"CNN or modern recurrence, by mean)."),
+        Paragraph(f"The best attention model of each headline run (chosen on validation) against the best RNN and "
+                  f"the best CNN of the same run (also chosen on validation): {n} comparisons, {raw}; after Holm's "
+                  f"correction over these {n} tests: {held}. Difference = attention − baseline with its 95% "
+                  f"t-interval over seeds (paired where the seeds match), which covers the variance between seeds "
+                  f"on one fixed split, not the test set's own sampling error. 'wins'/'loses': the two-sided test "
+                  f"is significant (with identical seeds, the exact permutation test); 'level (±m)': two one-sided "
+                  f"tests (TOST) put the difference within the run's stated margin m; 'undecided': neither, more "
+                  f"seeds needed. Cost: the best attention model's mean train time and parameters over the best "
+                  f"baseline's (RNN, CNN or modern recurrence, by mean)."),
         Table(["domain / task", "metric", "best attention", "vs best RNN", "vs best CNN",
                "attention's cost vs best baseline", "run"], rows),
     ]
