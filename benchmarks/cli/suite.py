@@ -257,7 +257,7 @@ def add_page(sub: argparse._SubParsersAction) -> None:
                        description="Write results/README.md and the README's headline table from results/page.yaml "
                                    "and the committed reference records it names.")
     p.add_argument("spec", nargs="?", metavar="SPEC", help="the page spec (default: results/page.yaml)")
-    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when either file is out of date")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 with one line per drift: a generated file out of date, or a prose number (seeds, cells, epochs, cores, times, a published figure's runs) the records contradict")
     p.set_defaults(handler=cmd_page)
 
 
