@@ -99,6 +99,9 @@ SUITE_SCHEMA = {
                   "of the cell ids"),
     "keep_checkpoints": Field("bool", False, doc="keep each cell's best weights beside its record (<record>.pt, "
                               "weights only), for attnbench eval; not part of the cell ids"),
+    "tuning": Field("str", None, nullable=True, doc="a tuning file (attnbench tune; e.g. tuning/quick.yaml, relative "
+                    "to this config's folder): its chosen lr per model replaces the cells' own "
+                    "(benchmarks.config.tuning); the values are part of the cell ids, the file is not"),
 }
 
 #: what an empty suite config file is told
@@ -175,6 +178,7 @@ def cell_id(config: dict[str, Any], renamed: Mapping[str, str] | None = None) ->
     its old name, so a record written before the rename and a cell expanded now share one id."""
     from tasks.common.params import recorded_names
 
+    config = {k: v for k, v in config.items() if k != "tuning"}  # the file that chose a value: the value counts
     renamed = renamed_params(config) if renamed is None else renamed
     if renamed and isinstance(config.get("model_params"), Mapping):
         config = {**config, "model_params": recorded_names(config["model_params"], renamed)}
@@ -265,10 +269,13 @@ def validate_suite(raw: Any, source: str = "config", notices: list[str] | None =
     for i, name in enumerate(cfg.get("micro_benchmarks") or []):
         if name not in MICRO_BENCHMARKS:
             problems.add(f"{source}: micro_benchmarks[{i}]={name!r} is invalid: expected one of {', '.join(MICRO_BENCHMARKS)}")
-    cells = _expand(cfg, source, problems)  # resolves every cell against the registries: fails early
+    tuned: list[str] = []
+    cells = _expand(cfg, source, problems, tuned)  # resolves every cell against the registries: fails early
     check_diagnostics(cfg, cells, source, problems)
     problems.raise_if_any()
     _VALIDATED[:] = [(cfg, _fingerprint(cfg), cells)]  # the next expand(cfg) takes them
+    if notices is not None:
+        notices += tuned
     for line in deprecated:
         if notices is not None:
             notices.append(line)
@@ -308,8 +315,9 @@ def expand(cfg: dict[str, Any], source: str = "config") -> list[Cell]:
     return cells
 
 
-def _expand(cfg: dict[str, Any], source: str, problems: Problems) -> list[Cell]:
-    """Resolve every cell entry; a problem is recorded in ``problems`` and its entry skipped."""
+def _expand(cfg: dict[str, Any], source: str, problems: Problems, notices: list[str] | None = None) -> list[Cell]:
+    """Resolve every cell entry; a problem is recorded in ``problems`` and its entry skipped.
+    A ``tuning`` file's chosen values are applied last (:func:`benchmarks.config.tuning.apply_tuning`)."""
     cells: list[Cell] = []
     seen: set[str] = set()
     for i, entry in enumerate(cfg.get("cells") or []):
@@ -318,6 +326,10 @@ def _expand(cfg: dict[str, Any], source: str, problems: Problems) -> list[Cell]:
                 if cell.cell_id not in seen:  # the same cell listed twice: run it once
                     seen.add(cell.cell_id)
                     cells.append(cell)
+    if cfg.get("tuning"):
+        from benchmarks.config.tuning import apply_tuning
+
+        cells = apply_tuning(cfg, cells, source, problems, notices)
     return cells
 
 

@@ -19,7 +19,8 @@ A record (``results/<suite>/runs/<task>/<dataset>/<model>/seed<k>-<cell_id>.json
       "curve": [{"epoch": 0, "train_loss": 1.9, "val_loss": 1.8, "val_metric": 0.31, "time_s": 0.4}, ...],
       "data": {"name": "sbm", "synthetic": true, "checksum": "sha256:..."},
       "extras": {...},                                 # task-specific artefacts (tables, maps)
-      "config": {...the resolved cell config...},
+      "config": {...the resolved cell config...},    # with "tuning": {"file", "sha256", "values"} when a
+                                                     # tuning file (attnbench tune) chose its module_params
       "env": {...environment()...},
       "started": "2026-11-20T22:41:28+00:00", "finished": "..."
     }
