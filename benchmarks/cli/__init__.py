@@ -8,6 +8,7 @@ that returns an exit code, one module per concern:
 * :mod:`benchmarks.cli.bench`: ``bench NAME`` (a micro-benchmark from
   :data:`benchmarks.micro.MICRO_BENCHMARKS`);
 * :mod:`benchmarks.cli.profile`: ``profile CONFIG --cell ID|INDEX`` (where one cell's training time goes);
+* :mod:`benchmarks.cli.tune`: ``tune CONFIG`` (each model's learning rate over one grid, a tuning file);
 * :mod:`benchmarks.cli.evaluate`: ``eval OUT``; :mod:`benchmarks.cli.cells`: ``cell``, ``status``
   and the launcher options of ``run``; :mod:`benchmarks.cli.env`: ``env``.
 
@@ -41,6 +42,7 @@ def _lazy(module: str, name: str) -> Callable[[argparse._SubParsersAction], None
 #: Subcommand builders, in help order.
 SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _lazy("benchmarks.cli.suite", "add_run"),
+    _lazy("benchmarks.cli.tune", "add_tune"),
     _lazy("benchmarks.cli.suite", "add_report"),
     _lazy("benchmarks.cli.suite", "add_page"),
     _lazy("benchmarks.cli.evaluate", "add_eval"),
