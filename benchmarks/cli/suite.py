@@ -124,6 +124,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not getattr(launcher, "wait", True):  # --no-wait: submitted, nothing finished here yet
         print(f"submitted; follow with: attnbench status {out}  (then attnbench report {out})")
         return 0
+    from benchmarks.run.topup import top_up
+
+    for more in top_up(cfg, out, lambda c: run_suite(c, opts, source=str(path), launcher=launcher), print):
+        summary.ran += more.ran  # more seeds where a diagnostic is undecided (its max_seeds)
+        summary.failed += more.failed
+        summary.elsewhere += more.elsewhere
     bench_failed = run_micro_benchmarks(cfg, opts)
     missed = _failed_checks(out, cfg)
     _print_missed_targets(missed, strict=args.strict)

@@ -44,6 +44,9 @@ DIAGNOSTIC_SCHEMA = {
     "why": Field("str", doc="why the expected order follows"),
     "expect": Field("list[str]", [], doc="expected comparisons 'LEFT REL RIGHT', REL in > < ~, each side a family "
                     "or a model of the diagnostic's cells"),
+    "max_seeds": Field("int", None, nullable=True, minimum=3,
+                       doc="run more seeds (3 a round) for the two models of each expectation still undecided "
+                           "after the run, until it is decided or they have this many (null: the config's seeds only)"),
     "margin": Field("float", None, nullable=True, minimum=0, min_open=True,
                     doc="what 'level' means for its '~' expectations: the largest difference, in the metric's units "
                         "(accuracy 0-1, BLEU 0-100), that counts as level; tested by two one-sided tests (TOST)"),
