@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import json
 import warnings
 from dataclasses import dataclass, replace
@@ -51,6 +52,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from benchmarks.config.diagnostics import check_diagnostics
+from benchmarks.config.sweep import swept_keys, sweep_variants
 from benchmarks.config.params import merge_params, rename_model_params, renamed_params
 from benchmarks.config.schema import (ConfigError, Field, Problems, Section, load_yaml, parse_override, set_path,
                                       validate)
@@ -372,13 +374,15 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
     if ds is not None:
         checks.insert(0, ("dataset_params", ds.params, entry.get("dataset_params"), f"dataset {ds.name!r}", ds.bounds))
     checks += [(f"model_params.{n}", spec.params, model_params.get(n), f"model {n!r}", spec.bounds) for n, spec in specs.items()]
-    for key, defaults, given, what, bounds in checks:
+    for key, defaults, given, what, bounds in checks:  # a list for a one-value parameter sweeps it (sweep.py)
         with problems.collect():
-            resolved[key] = merge_params(defaults, given, f"{where}.{key}", source, what, bounds)
+            resolved[key] = [merge_params(defaults, variant, f"{where}.{key}", source, what, bounds)
+                             for variant in sweep_variants(given, defaults, bounds)]
     for n, spec in specs.items():  # the model's own check of its parameters together (its pattern, ...)
-        err = spec.problem(resolved[f"model_params.{n}"]) if f"model_params.{n}" in resolved else None
-        if err:
-            problems.add(f"{source}: {where}.model_params.{n}: {err}")
+        for params in resolved.get(f"model_params.{n}", []):
+            if err := spec.problem(params):
+                problems.add(f"{source}: {where}.model_params.{n}: {err}")
+                break
     trainer = dict(cfg.get("trainer") or {})
     own_trainer = entry.get("trainer") or {}
     trainer.update(own_trainer)  # only the keys the cell gives; null = off (e.g. max_time_s)
@@ -405,34 +409,37 @@ def _resolve_entry(cfg: dict[str, Any], entry: dict[str, Any], where: str, sourc
     test_sets: dict[str, dict[str, Any]] = {}
     if ds is not None and entry.get("test_sets"):
         with problems.collect():
-            test_sets = resolve_test_sets(entry["test_sets"], ds, resolved.get("dataset_params") or {}, f"{where}.test_sets", source)
+            test_sets = resolve_test_sets(entry["test_sets"], ds, (resolved.get("dataset_params") or [{}])[0],
+                                          f"{where}.test_sets", source)
     problems.raise_if_any()
     trainer = {k: v for k, v in trainer.items() if not (k in OMIT_WHEN_DEFAULT and v == OMIT_WHEN_DEFAULT[k])}
     device = resolve_device(str(trainer.get("accelerator", "auto")))
     cells = []
-    for name, spec in specs.items():
-        for fraction in fractions:
-            for seed in seeds:
-                config = {
-                    "task": task.name,
-                    "dataset": ds.name,
-                    "dataset_params": ds.without_defaults(resolved["dataset_params"]),  # ids stay valid
-                    "model": name,
-                        "model_params": spec.without_defaults(resolved[f"model_params.{name}"]),  # ids stay valid
-                    "module_params": resolved["module_params"],
-                    "trainer": trainer,
-                    "seed": seed,
-                }
-                if fraction < 1:  # absent at 1.0, so that existing cell ids stay valid
-                    config["train_fraction"] = fraction
-                if entry.get("diagnostic"):  # absent when untagged, so that existing cell ids stay valid
-                    config["diagnostic"] = entry["diagnostic"]
-                if test_sets:  # absent when none, so that existing cell ids stay valid
-                    config["test_sets"] = test_sets
-                if device != "cpu":  # a GPU cell is never the CPU record of the same config
-                    config["device"] = device
-                cells.append(Cell(cell_id(config, spec.renamed), task.name, ds.name, name, spec.family,
-                                  spec.pattern_for(resolved[f"model_params.{name}"]), seed, config))
+    ds_swept = swept_keys(entry.get("dataset_params"), ds.params, ds.bounds)
+    points = itertools.product(resolved["dataset_params"], resolved["module_params"], specs.items())
+    for ds_params, module_params, (name, spec) in points:  # one of each unless a key is swept
+        for model_params, fraction, seed in itertools.product(resolved[f"model_params.{name}"], fractions, seeds):
+            config = {
+                "task": task.name,
+                "dataset": ds.name,
+                # ids stay valid: defaults left out, except a swept key (the report reads its axis from it)
+                "dataset_params": {**ds.without_defaults(ds_params), **{k: ds_params[k] for k in ds_swept}},
+                "model": name,
+                "model_params": spec.without_defaults(model_params),  # ids stay valid
+                "module_params": module_params,
+                "trainer": trainer,
+                "seed": seed,
+            }
+            if fraction < 1:  # absent at 1.0, so that existing cell ids stay valid
+                config["train_fraction"] = fraction
+            if entry.get("diagnostic"):  # absent when untagged, so that existing cell ids stay valid
+                config["diagnostic"] = entry["diagnostic"]
+            if test_sets:  # absent when none, so that existing cell ids stay valid
+                config["test_sets"] = test_sets
+            if device != "cpu":  # a GPU cell is never the CPU record of the same config
+                config["device"] = device
+            cells.append(Cell(cell_id(config, spec.renamed), task.name, ds.name, name, spec.family,
+                              spec.pattern_for(model_params), seed, config))
     return cells
 
 

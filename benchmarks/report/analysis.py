@@ -18,6 +18,7 @@ from benchmarks.report import stats
 from benchmarks.report.budget import budget_warnings, machine_warnings
 from benchmarks.report.format import as_number, fmt_ci, fmt_metric
 from benchmarks.report.inputs import ORIGIN, load_inputs, merge_suites
+from benchmarks.report.labels import dataset_variants, model_labels  # noqa: F401 - model_labels re-exported
 from benchmarks.report.results import (
     BASELINE_FAMILIES,
     CONFIDENCE,
@@ -133,44 +134,6 @@ def result_roots(results_dir: str | os.PathLike | Sequence[str | os.PathLike]) -
             raise ReportError("no results folder given")
         return [Path(p) for p in results_dir]
     return [Path(results_dir)]
-
-
-def _model_params(item: dict[str, Any]) -> dict[str, Any]:
-    cfg = item.get("config")
-    params = cfg.get("model_params") if isinstance(cfg, dict) else None
-    return params if isinstance(params, dict) else {}
-
-
-def model_labels(items: Iterable[tuple[tuple, dict[str, Any]]]) -> dict[int, str]:
-    """``{id(item): label}`` for ``(group key, record or manifest cell)`` pairs: the model's name,
-    or, where one model ran with different ``model_params`` in one group (vision's ``mamba2`` over
-    rows and over patches), the name with the params that differ (``mamba2 (mode=patches)``), so
-    that each configuration is its own row instead of one model pooling them all. In a merged
-    report (:func:`~benchmarks.report.inputs.merge_suites`), a label that more than one suite
-    ran gets its suite too (``transformer [pos_tagging]``): two configs' budgets never pool."""
-    items = list(items)
-    seen: dict[tuple, dict[str, dict[str, Any]]] = defaultdict(dict)
-    for gkey, it in items:
-        params = _model_params(it)
-        seen[(gkey, str(it.get("model")))][repr(sorted(params.items(), key=lambda kv: kv[0]))] = params
-    out: dict[int, str] = {}
-    for gkey, it in items:
-        model = str(it.get("model"))
-        variants = list(seen[(gkey, model)].values())
-        if len(variants) < 2:
-            out[id(it)] = model
-            continue
-        keys = sorted({k for v in variants for k in v})
-        differ = [k for k in keys if len({repr(v.get(k)) for v in variants}) > 1]
-        mine = _model_params(it)
-        out[id(it)] = f"{model} ({', '.join(f'{k}={mine.get(k)}' for k in differ)})"
-    origins: dict[tuple, set] = defaultdict(set)
-    for gkey, it in items:
-        origins[(gkey, out[id(it)])].add(it.get(ORIGIN))
-    for gkey, it in items:
-        if len(origins[(gkey, out[id(it)])]) > 1:
-            out[id(it)] += f" [{it.get(ORIGIN)}]"
-    return out
 
 
 def _add_record(models: dict[tuple, ModelResult], gkey: tuple, rec: dict[str, Any], warn: Warn,
@@ -323,12 +286,20 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
     base_of: dict[tuple, tuple[str, float]] = {}
     diag_of: dict[tuple, str | None] = {}
     group_recs: dict[tuple, list[dict]] = defaultdict(list)
-    def gkey_of(item: dict[str, Any]) -> tuple:
-        return (str(item.get("suite")), str(item.get("task")),
-                dataset_label(str(item.get("dataset")), _fraction_of(item), diagnostic_of(item)))
-
     have_ids = {r.get("cell_id") for r in records}  # a cell id hashes the resolved config
     absent = [c for c in cells if c["cell_id"] not in have_ids]
+    # a dataset run with different dataset_params (a sweep's points): each point its own group
+    points = dataset_variants([((x.get("suite"), x.get("task"), x.get("dataset"), _fraction_of(x), diagnostic_of(x)), x)
+                               for x in [*records, *absent]])
+    point_of: dict[tuple, dict[str, Any]] = {}
+
+    def gkey_of(item: dict[str, Any]) -> tuple:
+        point = points.get(id(item)) or {}
+        label = dataset_label(str(item.get("dataset")), _fraction_of(item), diagnostic_of(item), point)
+        key = (str(item.get("suite")), str(item.get("task")), label)
+        point_of[key] = point
+        return key
+
     labels = model_labels([(gkey_of(x), x) for x in [*records, *absent]])
     for rec in records:
         frac = _fraction_of(rec)
@@ -379,7 +350,7 @@ def analyse(results_dir: str | os.PathLike | Sequence[str | os.PathLike], confid
         _warn_checksums(recs, ds, where_g, warn)
         base, frac = base_of.get(gkey, (ds, 1.0))
         g = Group(suite, task, ds, metric, mode, gmodels, base_dataset=base, train_fraction=frac,
-                  diagnostic=diag_of.get(gkey))
+                  diagnostic=diag_of.get(gkey), point=point_of.get(gkey) or {})
         g.comparisons = comparisons(g, confidence)
         groups.append(g)
 

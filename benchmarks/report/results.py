@@ -89,6 +89,7 @@ class Group:
     base_dataset: str = ""  # the dataset name without the training-set fraction
     train_fraction: float = 1.0
     diagnostic: str | None = None  # the suite diagnostic its cells belong to (config diagnostics:)
+    point: dict[str, Any] = field(default_factory=dict)  # a sweep's point: the dataset params that differ
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -111,11 +112,15 @@ class Analysis:
     confidence: float
 
 
-def dataset_label(dataset: Any, fraction: float, diagnostic: str | None = None) -> str:
+def dataset_label(dataset: Any, fraction: float, diagnostic: str | None = None,
+                  point: dict[str, Any] | None = None) -> str:
     """A group's dataset label: the name, plus the training-set fraction when below 1 (each
     fraction of a data-size sweep is its own group: its leaderboard and comparisons), plus the
-    suite diagnostic the cells belong to (``synthetic · far_dependency``: each its own group)."""
+    dataset parameters of a sweep's point (``synthetic_far [min_gap=8]``), plus the suite
+    diagnostic the cells belong to (``synthetic · far_dependency``: each its own group)."""
     label = str(dataset) if fraction >= 1 else f"{dataset} [train {fraction * 100:.4g}%]"
+    if point:
+        label += " [" + ", ".join(f"{k}={'default' if v is None else v}" for k, v in point.items()) + "]"
     return f"{label} · {diagnostic}" if diagnostic else label
 
 
