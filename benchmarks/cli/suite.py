@@ -151,6 +151,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if lines:
             print("diagnostics (expected vs found; the report's overview has the table):")
             print("\n".join(lines))
+        from benchmarks.report.sweeps import read_summary as read_sweeps
+
+        if flips := read_sweeps(out):
+            print("when (each swept expectation: where along its axis the verdict flips):")
+            print("\n".join(flips))
         print(f"report: {written['REPORT.md']}  and  {written['report.html']}")
     if args.allow_failures:
         return 0

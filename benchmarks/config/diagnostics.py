@@ -47,6 +47,9 @@ DIAGNOSTIC_SCHEMA = {
     "max_seeds": Field("int", None, nullable=True, minimum=3,
                        doc="run more seeds (3 a round) for the two models of each expectation still undecided "
                            "after the run, until it is decided or they have this many (null: the config's seeds only)"),
+    "sweep": Field("str", None, nullable=True,
+                   doc="the dataset parameter its cells sweep (a list in dataset_params): its expectations are tested "
+                       "at each value and the report says where along it each verdict flips"),
     "margin": Field("float", None, nullable=True, minimum=0, min_open=True,
                     doc="what 'level' means for its '~' expectations: the largest difference, in the metric's units "
                         "(accuracy 0-1, BLEU 0-100), that counts as level; tested by two one-sided tests (TOST)"),
@@ -87,6 +90,7 @@ def check_diagnostics(cfg: dict[str, Any], cells: Iterable[Any], source: str, pr
     ``cells`` (each with ``config['diagnostic']`` when tagged): every tag names a defined
     diagnostic, every diagnostic has cells, every expectation parses and names a family or a
     model those cells run. Problems are added to ``problems``."""
+    cells = list(cells)
     earlier = len(problems) > 0  # cells left out by an earlier problem (bad seeds, model, ...)
     raw = cfg.get("diagnostics") or {}
     entries = cfg.get("cells") if isinstance(cfg.get("cells"), list) else []
@@ -122,6 +126,8 @@ def check_diagnostics(cfg: dict[str, Any], cells: Iterable[Any], source: str, pr
         if not models:
             problems.add(f"{source}: diagnostics.{name}: no cell runs it (tag cells with diagnostic: {name})")
             continue
+        if body.get("sweep"):
+            _check_sweep(name, body["sweep"], [c for c in cells if c.config.get("diagnostic") == name], source, problems)
         families = sorted(set(models.values()), key=FAMILY_NAMES.index)
         valid = f"families {', '.join(families)}; models {', '.join(models)}"
         for j, text in enumerate(body.get("expect") or []):
@@ -138,3 +144,13 @@ def check_diagnostics(cfg: dict[str, Any], cells: Iterable[Any], source: str, pr
                 if side not in models and side not in families:
                     problems.add(f"{source}: {where}={text!r}: {side!r} is neither a family nor a model this "
                                  f"diagnostic's cells run; valid: {valid}")
+
+
+def _check_sweep(name: str, axis: str, cells: list[Any], source: str, problems: Problems) -> None:
+    """A diagnostic's ``sweep`` names a dataset parameter its cells run at two or more values."""
+    values = {repr((c.config.get("dataset_params") or {}).get(axis)) for c in cells}
+    if len(values) < 2 or "None" in values:
+        swept = sorted({k for c in cells for k in (c.config.get("dataset_params") or {})})
+        problems.add(f"{source}: diagnostics.{name}.sweep={axis!r}: its cells do not run {axis!r} at two or more values "
+                     f"(give it as a list in the cells' dataset_params, e.g. {axis}: [1, 2, 4]); their dataset "
+                     f"parameters: {', '.join(swept) or 'none'}")

@@ -42,6 +42,7 @@ from benchmarks.report.plots import plot_curves, plot_datasize, plot_quality_vs,
 from benchmarks.report.recurrence import recurrence_blocks
 from benchmarks.report.results import CONFIDENCE, METRIC_BOUNDS, Analysis, Group, ReportError, Warn, group_title
 from benchmarks.report.sections import bench_blocks, extras_blocks, load_sections
+from benchmarks.report.sweeps import as_json as sweeps_json, sweep_blocks, sweep_results
 from benchmarks.report.tables import (
     comparison_table,
     flops_note,
@@ -219,6 +220,8 @@ def write_report(
     diagnostics = evaluate_diagnostics(an)
     blocks += diagnostic_blocks(an, diagnostics)
     blocks.append(overview_table(an.groups, an.multi_suite))
+    sweeps = sweep_results(an)  # swept diagnostics: where each expectation flips along the axis
+    blocks += sweep_blocks(an, sweeps, plots_dir, written, warn)
     bench_warnings(bench_outputs(root, bench_dirs), warn)  # failed checks, busy machine, ...
     for g in an.groups:
         capped = leaderboard_note(g.models)
@@ -248,6 +251,8 @@ def write_report(
     blocks += warning_blocks(warns)
 
     written["summary.csv"] = write_summary_csv(out / "summary.csv", summary_rows(an))
+    if sweeps:
+        written["sweeps.json"] = write_text_atomic(out / "sweeps.json", json.dumps(sweeps_json(sweeps), indent=1) + "\n")
     if diagnostics:
         written["diagnostics.json"] = write_text_atomic(
             out / "diagnostics.json", json.dumps(diagnostics_json(diagnostics), indent=1) + "\n")

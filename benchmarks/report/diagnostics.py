@@ -109,7 +109,7 @@ def _side(g: Group, name: str) -> ModelResult | None:
     return None
 
 
-def _definitions(an: Analysis) -> list[tuple[str, str, dict[str, Any]]]:
+def definitions(an: Analysis) -> list[tuple[str, str, dict[str, Any]]]:
     """(suite, name, definition) of every diagnostic the manifests define, in config order."""
     out, seen = [], set()
     for man in an.manifests:
@@ -125,33 +125,45 @@ def _definitions(an: Analysis) -> list[tuple[str, str, dict[str, Any]]]:
     return out
 
 
+def test_expectation(g: Group | None, exp: Expectation, body: dict[str, Any], confidence: float) -> DiagnosticRow:
+    """One expectation tested on one group (its outcome before any multiplicity correction)."""
+    left, right = (_side(g, exp.left), _side(g, exp.right)) if g else (None, None)
+    if left is None or right is None:
+        missing = [s for s, m in ((exp.left, left), (exp.right, right)) if m is None]
+        return DiagnosticRow(exp, NOT_RUN, left, right, note=f"no results for {', '.join(missing)}")
+    diff, verdict = compare_models(g, left, right, confidence)
+    row = DiagnosticRow(exp, TOO_FEW, left, right, diff, verdict, p=diff.p, test=diff.test)
+    if exp.rel == "~" and body.get("margin"):
+        row.margin = float(body["margin"])
+        row.p, row.test = equivalence_p(left.values, right.values, row.margin, left.seeds, right.seeds)
+    elif exp.rel == "~":  # a run from before margins: level cannot be tested
+        row.p, row.test = None, "no margin stated: level not tested"
+    alpha = 1.0 - confidence
+    row.outcome = outcome_of(exp, verdict, None if row.p is None or exp.rel != "~" else row.p < alpha)
+    return row
+
+
+def expectations(name: str, body: dict[str, Any], an: Analysis) -> list[Expectation]:
+    """A diagnostic's parsed expectations (a hand-edited manifest's bad one: a warning)."""
+    out = []
+    for j, text in enumerate(body.get("expect") or []):
+        try:
+            out.append(parse_expectation(text, f"diagnostics.{name}.expect[{j}]", "suite.json"))
+        except ConfigError as err:  # a hand-edited manifest: say so, never crash the report
+            an.warnings.setdefault("diagnostics", []).append(str(err))
+    return out
+
+
 def evaluate(an: Analysis) -> list[DiagnosticResult]:
-    """Every diagnostic of the analysed suites with its expectations tested."""
+    """Every diagnostic of the analysed suites with its expectations tested (a swept diagnostic's
+    are tested at each point of its axis instead: :mod:`benchmarks.report.sweeps`)."""
     results = []
-    for suite, name, body in _definitions(an):
+    for suite, name, body in definitions(an):
+        if body.get("sweep"):
+            continue
         g = next((g for g in an.groups if g.suite == suite and g.diagnostic == name), None)
         res = DiagnosticResult(suite, name, body, g)
-        for j, text in enumerate(body.get("expect") or []):
-            try:
-                exp = parse_expectation(text, f"diagnostics.{name}.expect[{j}]", "suite.json")
-            except ConfigError as err:  # a hand-edited manifest: say so, never crash the report
-                an.warnings.setdefault("diagnostics", []).append(str(err))
-                continue
-            left, right = (_side(g, exp.left), _side(g, exp.right)) if g else (None, None)
-            if left is None or right is None:
-                missing = [s for s, m in ((exp.left, left), (exp.right, right)) if m is None]
-                res.rows.append(DiagnosticRow(exp, NOT_RUN, left, right, note=f"no results for {', '.join(missing)}"))
-                continue
-            diff, verdict = compare_models(g, left, right, an.confidence)
-            row = DiagnosticRow(exp, TOO_FEW, left, right, diff, verdict, p=diff.p, test=diff.test)
-            if exp.rel == "~" and body.get("margin"):
-                row.margin = float(body["margin"])
-                row.p, row.test = equivalence_p(left.values, right.values, row.margin, left.seeds, right.seeds)
-            elif exp.rel == "~":  # a run from before margins: level cannot be tested
-                row.p, row.test = None, "no margin stated: level not tested"
-            alpha = 1.0 - an.confidence
-            row.outcome = outcome_of(exp, verdict, None if row.p is None or exp.rel != "~" else row.p < alpha)
-            res.rows.append(row)
+        res.rows = [test_expectation(g, exp, body, an.confidence) for exp in expectations(name, body, an)]
         results.append(res)
     _adjust(results, 1.0 - an.confidence)
     _warn_saturated(an, results)

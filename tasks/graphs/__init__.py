@@ -7,7 +7,7 @@ Registers the ``graphs`` task (headline metric ``acc``, higher is better) with i
 
 from __future__ import annotations
 
-from tasks.common.registry import DatasetSpec, define_task
+from tasks.common.registry import Bounds, DatasetSpec, define_task
 from tasks.graphs import models, module
 from tasks.graphs.data import PLANETOID_DEFAULTS, SBM_DEFAULTS, build_planetoid, build_sbm
 from tasks.graphs.module import GraphNodeClassifier
@@ -18,5 +18,7 @@ TASK = define_task("graphs", metric="acc", mode="max", module=module, models=mod
     DatasetSpec("planetoid", build_planetoid, PLANETOID_DEFAULTS,
                 description="Planetoid citation graph (Cora/CiteSeer/PubMed), public split, row-normalised features"),
     DatasetSpec("sbm", build_sbm, SBM_DEFAULTS, synthetic=True,
-                description="synthetic stochastic block model: homophilous edges, noisy class-correlated features"),
+                description="synthetic stochastic block model: homophilous edges, noisy class-correlated features",
+                bounds={"homophily": Bounds(kind="float", minimum=0, maximum=1, nullable=True)},
+                omit_when_default=("homophily",)),
 ], description="transductive node classification, full batch (GAT protocol)")

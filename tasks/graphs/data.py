@@ -395,6 +395,7 @@ def make_sbm(
     num_val: int = 120,
     num_test: int = 400,
     data_seed: int = 0,
+    homophily: float | None = None,
 ) -> Any:
     """A stochastic-block-model graph with class-correlated node features.
 
@@ -404,7 +405,9 @@ def make_sbm(
     ``mu[y] + feature_noise * N(0, I)`` with random unit-norm class means ``mu``: alone they
     classify poorly, averaged over neighbours they classify well. The split takes
     ``train_per_class`` labelled nodes per class, then ``num_val`` and ``num_test`` others.
-    Everything is drawn from one generator seeded with ``data_seed``.
+    Everything is drawn from one generator seeded with ``data_seed``. ``homophily`` (a sweep's
+    axis): that expected edge homophily at the expected degree ``p_in`` and ``p_out`` give, which
+    then set only that degree (0.25 with 4 classes: edges ignore the classes; 0: all across).
     """
     from torch_geometric.data import Data
 
@@ -417,6 +420,12 @@ def make_sbm(
         raise ValueError(
             f"sbm: {c}*{train_per_class} train + {num_val} val + {num_test} test > num_nodes={n}"
         )
+    if homophily is not None:  # same expected degree, that share of it inside the class
+        if not 0 <= homophily <= 1:
+            raise ValueError(f"sbm: homophily={homophily} must be in [0, 1]")
+        inside, across = n / c - 1, n * (c - 1) / c  # same-class and other-class nodes per node
+        degree = p_in * inside + p_out * across
+        p_in, p_out = min(1.0, homophily * degree / inside), min(1.0, (1 - homophily) * degree / across)
     g = torch.Generator().manual_seed(int(data_seed))
     y = (torch.arange(n) % c)[torch.randperm(n, generator=g)]
 
@@ -453,6 +462,7 @@ SBM_DEFAULTS: dict[str, Any] = {
     "num_val": 120,
     "num_test": 400,
     "data_seed": 0,
+    "homophily": None,
 }
 
 
@@ -476,7 +486,8 @@ class SBMDataModule(_FullBatchDataModule):
 
     def checksum(self) -> str:
         if self._checksum is None:
-            extra = "sbm/" + ",".join(f"{k}={self.params[k]!r}" for k in sorted(self.params))
+            extra = "sbm/" + ",".join(f"{k}={self.params[k]!r}" for k in sorted(self.params)
+                                      if k != "homophily" or self.params[k] is not None)  # as before it existed
             self._checksum = graph_checksum(self.data, extra=extra)
         return self._checksum
 

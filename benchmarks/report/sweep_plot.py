@@ -1,0 +1,64 @@
+"""The picture of a sweep (issue 52): the test metric with its 95% interval against the axis, one
+line per model, the crossover of each expectation marked (a dotted line at the interpolated value,
+a shaded band over its interval)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from benchmarks.report.plots import FAMILY_COLORS, _figure, _line_styles, save_figure
+
+if TYPE_CHECKING:
+    from benchmarks.report.sweeps import SweepResult
+
+__all__ = ["plot_sweep"]
+
+
+def plot_sweep(res: SweepResult, path: Path) -> Path | None:
+    """Metric against the axis (mean and 95% t-interval over seeds), one line per model; the
+    crossovers marked. None when no point has a numeric axis value and a result."""
+    series: dict[str, list[tuple[float, float, float, float]]] = defaultdict(list)
+    family: dict[str, str] = {}
+    for v, g in zip(res.values, res.groups):
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            continue
+        for m in g.models:
+            if m.mean is None:
+                continue
+            s = m.summary
+            lo = s.ci_low if s.ci_low is not None else m.mean
+            hi = s.ci_high if s.ci_high is not None else m.mean
+            series[m.model].append((float(v), m.mean, lo, hi))
+            family[m.model] = m.family
+    if not series:
+        return None
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    style = _line_styles()
+    for model, pts in sorted(series.items()):
+        pts.sort()
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        color = FAMILY_COLORS.get(family[model], "black")
+        ax.plot(xs, ys, style(family[model]), marker="o", ms=4, lw=1.5, color=color, label=f"{model} ({family[model]})")
+        ax.fill_between(xs, [p[2] for p in pts], [p[3] for p in pts], color=color, alpha=0.12, lw=0)
+    xs_all = sorted({p[0] for pts in series.values() for p in pts})
+    if xs_all[0] > 0 and xs_all[-1] / xs_all[0] >= 10:
+        ax.set_xscale("log")
+    for i, (text, c) in enumerate(res.crossovers.items()):
+        if c.at is None:
+            continue
+        ax.axvline(c.at, color="black", ls=":", lw=1)
+        lo = c.low if c.low is not None else xs_all[0]
+        hi = c.high if c.high is not None else xs_all[-1]
+        ax.axvspan(lo, hi, color="black", alpha=0.06)
+        ax.annotate(f"{text}: flips ≈ {c.at:.3g}", (c.at, 0.02 + 0.06 * i), xycoords=("data", "axes fraction"),
+                    fontsize=7, rotation=0, ha="left")
+    g0 = res.groups[0]
+    ax.set_xlabel(res.axis)
+    ax.set_ylabel(f"test {g0.metric} ({'higher' if g0.mode == 'max' else 'lower'} is better), 95% CI")
+    ax.set_title(f"{res.title}: along {res.axis}", fontsize=10)
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)
