@@ -20,6 +20,13 @@ weighted by the batch's samples, and logged once per epoch as the same sample-we
 after validation, so the training means are also kept in :attr:`TaskModule.epoch_means` from
 the epoch's last batch on (before validation: the learning curve reads its loss there). Full-
 batch graphs have one step per epoch: there the log calls are per step, in the epoch's end.
+
+Per-item test outcomes (what a bootstrap over test items needs): a task whose ``item_unit`` is set
+returns, from its test steps, each counted unit's correctness (:attr:`StepOutput.items`, with
+``item_mask`` where a batch row holds several units: tokens, frames, nodes); the module keeps them on
+the device and, at the test epoch's end, reads them once and puts them in data order (each batch's
+dataset indices come from the test loader's batch sampler, re-drawn: evaluation batches are not
+shuffled), as :attr:`TaskModule.test_items`. Several ranks: not collected (``test_items`` stays None).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
@@ -97,6 +105,26 @@ class StepOutput:
     metrics: dict[str, Tensor | float]
     samples: int | Tensor
     tokens: int | Tensor = 0
+    #: test steps of a task with ``item_unit`` (only when :meth:`TaskModule.keeps_items`): each
+    #: counted unit's correctness, ``(B,)`` (one unit per example) or ``(B, L)`` bool, on the device
+    items: Tensor | None = None
+    #: ``(B, L)`` bool: which positions of ``items`` are units (padding, unscored nodes excluded)
+    item_mask: Tensor | None = None
+
+
+@dataclass
+class ItemOutcomes:
+    """The last test epoch's per-unit outcomes, in data order (examples by dataset index, the units
+    of one example in their order): what a bootstrap over test items resamples."""
+
+    unit: str  #: token | node | utterance | frame | image | sentence
+    ids: np.ndarray  #: (N,) int64, ascending: the example's dataset index, or (units finer than
+    #: examples) the unit's position in data order
+    values: np.ndarray  #: (N,) bool correctness, or (N, K) int64 statistics (columns ``fields``)
+    group: str | None = None  #: the example a unit belongs to where units are finer (sentence, utterance)
+    group_ids: np.ndarray | None = None  #: (E,) int64 those examples' dataset indices, ascending
+    group_sizes: np.ndarray | None = None  #: (E,) int64 units per example, in that order
+    fields: tuple[str, ...] | None = None  #: names of the statistics' columns
 
 
 class EpochMeans:
@@ -134,6 +162,10 @@ class TaskModule(L.LightningModule):
     #: every rank reads its own shard of the data; False when every rank processes all of it
     #: (full-batch graphs): then the counts are one rank's, not a sum over identical work
     shards_data: bool = True
+    #: the unit a test step's :attr:`StepOutput.items` scores (None: the task keeps no items), and
+    #: the example several units belong to (None: units are the sampled items themselves)
+    item_unit: str | None = None
+    item_group: str | None = None
 
     def __init__(
         self,
@@ -165,6 +197,11 @@ class TaskModule(L.LightningModule):
         #: after ``on_train_epoch_end`` (after validation)
         self.epoch_means: dict[str, dict[str, Tensor | float]] = {}
         self._unlogged: set[str] = set()  # stages whose epoch_means are not logged yet
+        #: whether test steps keep per-unit outcomes (off: measure the test epoch without them)
+        self.collect_items = True
+        self._item_batches: list[tuple[Tensor, Tensor | None]] = []  # this test epoch's, on the device
+        #: the last test epoch's per-unit outcomes in data order (one process), else None
+        self.test_items: ItemOutcomes | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Lightning sets and restores ``_current_fx_name`` around every hook call (~30 times a
@@ -192,6 +229,8 @@ class TaskModule(L.LightningModule):
         """One step of ``stage``: counts and per-batch logs without reading a device value
         (no host-device sync): tensor counts stay on the device until the epoch's end."""
         out = self.step(batch, stage)
+        if self.keeps_items(stage):
+            self._keep_items(out)
         many = self.distributed
         samples, tokens = out.samples, out.tokens
         if isinstance(samples, Tensor) or isinstance(tokens, Tensor):
@@ -227,6 +266,69 @@ class TaskModule(L.LightningModule):
             self.log(f"{stage}/{name}", value, batch_size=bs, prog_bar=stage == "val", on_epoch=True, on_step=False,
                      sync_dist=many)
         return out.loss
+
+    def keeps_items(self, stage: str) -> bool:
+        """Whether ``stage``'s steps should return :attr:`StepOutput.items`: the test stage of a
+        task with an ``item_unit``, in one process, unless ``collect_items`` is off."""
+        return stage == "test" and self.item_unit is not None and self.collect_items and not self.distributed
+
+    def _keep_items(self, out: StepOutput) -> None:
+        if out.items is not None:  # device tensors: read once, at the epoch's end
+            self._item_batches.append((out.items.detach(), None if out.item_mask is None else out.item_mask.detach()))
+
+    def _test_batches(self, sizes: list[int]) -> list[list[int]] | None:
+        """The dataset indices of each test batch, drawn again from the test loader's batch sampler
+        (twice: a sampler that does not give the same batches both times is not trusted), if they
+        match the batch ``sizes`` seen; else None."""
+        loaders = self.trainer.test_dataloaders
+        if isinstance(loaders, (list, tuple)):
+            loaders = loaders[0] if len(loaders) == 1 else None
+        sampler = getattr(loaders, "batch_sampler", None)
+        if sampler is None:
+            return None
+        first, again = [list(map(int, b)) for b in sampler], [list(map(int, b)) for b in sampler]
+        return first if first == again and [len(b) for b in first] == sizes else None
+
+    def finish_items(self, values: np.ndarray, counts: np.ndarray, sizes: list[int],
+                     fields: tuple[str, ...] | None = None) -> None:
+        """Set :attr:`test_items` from the test epoch's outcomes in batch order: ``values`` (M,) or
+        (M, K), the units of every example one after another; ``counts`` (E,) units per example;
+        ``sizes`` examples per batch. Examples go to data order (stable: an example's units keep
+        theirs); a loader whose batches cannot be matched leaves it None, with a warning."""
+        from lightning.pytorch.utilities import rank_zero_warn
+
+        self.test_items = None
+        batches = self._test_batches(sizes)
+        if batches is None:
+            rank_zero_warn(f"{type(self).__name__}: the test batches' dataset indices are unknown (the test "
+                           "loader's batch sampler does not repeat them); no per-item test outcomes kept")
+            return
+        example = np.asarray([i for b in batches for i in b], dtype=np.int64)  # (E,) in batch order
+        counts = np.asarray(counts, dtype=np.int64)  # (E,)
+        units = np.argsort(np.repeat(example, counts), kind="stable")  # (M,): units into data order
+        by_index = np.argsort(example, kind="stable")  # (E,): examples into data order
+        values, group_ids, group_sizes = np.asarray(values)[units], example[by_index], counts[by_index]
+        one_each = self.item_group is None and bool((counts == 1).all())
+        # one unit per example: the dataset index; finer units (tokens, frames, a graph's nodes): the position
+        ids = group_ids if one_each else np.arange(len(values), dtype=np.int64)
+        grouped = self.item_group is not None
+        self.test_items = ItemOutcomes(self.item_unit or "item", ids, values, self.item_group,
+                                       group_ids if grouped else None, group_sizes if grouped else None, fields)
+
+    def _finish_step_items(self) -> None:
+        """The test epoch's kept step items, read once (one copy each for values and masks)."""
+        kept, self._item_batches = self._item_batches, []
+        if not kept:
+            return
+        values = torch.cat([v.reshape(-1) for v, _ in kept]).cpu().numpy()
+        masks = torch.cat([(m if m is not None else torch.ones_like(v, dtype=torch.bool)).reshape(-1)
+                           for v, m in kept]).cpu().numpy().astype(bool)
+        rows, pos = [], 0  # per example: how many of its positions are units
+        for v, _ in kept:
+            n = v.numel()
+            rows.append(masks[pos:pos + n].reshape(v.shape[0], -1).sum(1))
+            pos += n
+        self.finish_items(values[masks].astype(bool), np.concatenate(rows), [v.shape[0] for v, _ in kept])
 
     def _close_means(self, stage: str) -> None:
         """End ``stage``'s epoch sums (one process): their means become :attr:`epoch_means`
@@ -282,6 +384,7 @@ class TaskModule(L.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._log_means("test")
         self._sum_counts("test")
+        self._finish_step_items()
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         loss = self._run(batch, "train")
@@ -293,6 +396,8 @@ class TaskModule(L.LightningModule):
         self._run(batch, "val")
 
     def test_step(self, batch: Any, batch_idx: int) -> None:
+        if batch_idx == 0:  # a new test epoch
+            self._item_batches, self.test_items = [], None
         self._run(batch, "test")
 
     def configure_optimizers(self):

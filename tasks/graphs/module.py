@@ -23,9 +23,11 @@ class GraphNodeClassifier(TaskModule):
     Logs ``<stage>/loss`` and ``<stage>/acc``; ``samples`` = nodes in the mask.
 
     Several ranks each step the whole graph (it cannot be sharded): their metrics are equal and
-    their counts are one rank's (``shards_data`` False), not a sum over repeated work."""
+    their counts are one rank's (``shards_data`` False), not a sum over repeated work.
+    Test items: each test node's correctness, in node order."""
 
     shards_data = False
+    item_unit = "node"
 
     def __init__(self, net: nn.Module, **kwargs: Any) -> None:
         super().__init__(net, **{**MODULE_DEFAULTS, **kwargs})
@@ -38,8 +40,11 @@ class GraphNodeClassifier(TaskModule):
         count = mask.sum()  # a 0-d device tensor
         denom = weight.sum().clamp(min=1)
         loss = (F.cross_entropy(logits, batch.y, reduction="none") * weight).sum() / denom
-        acc = ((logits.argmax(-1) == batch.y).to(weight.dtype) * weight).sum() / denom
-        return StepOutput(loss=loss, metrics={"acc": acc.detach()}, samples=count)
+        hit = logits.detach().argmax(-1) == batch.y  # (N,)
+        acc = (hit.to(weight.dtype) * weight).sum() / denom
+        keep = self.keeps_items(stage)  # the graph is one example of N positions, the mask's nodes its units
+        return StepOutput(loss=loss, metrics={"acc": acc.detach()}, samples=count,
+                          items=hit[None] if keep else None, item_mask=mask[None] if keep else None)
 
 
 def make_module(net: nn.Module, data_info: dict | None = None, **train_params: Any) -> GraphNodeClassifier:

@@ -38,7 +38,10 @@ class PosTaggerModule(TaskModule):
     """Receives ``net(batch) -> logits (B, L, T)``. Logs ``<stage>/loss`` per batch and, once
     per epoch, exact corpus-level ``<stage>/acc`` (UPOS token accuracy), ``oov_acc``
     (words whose form is unseen in train; omitted when there are none) and ``sent_acc``.
-    The test stage also fills a gold x predicted confusion matrix for :meth:`report_extras`."""
+    The test stage also fills a gold x predicted confusion matrix for :meth:`report_extras`, and
+    returns each real word's correctness (test items: tokens, grouped by sentence)."""
+
+    item_unit, item_group = "token", "sentence"
 
     def __init__(self, net: nn.Module, *, num_tags: int = 17, tags: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(net, **{**MODULE_DEFAULTS, **kwargs})
@@ -65,7 +68,9 @@ class PosTaggerModule(TaskModule):
             idx = (gold * self.num_tags + pred).flatten()  # (B*L,)
             flat = self.confusion.flatten().index_add(0, idx, mask.flatten().long())
             self.confusion = flat.view(self.num_tags, self.num_tags)
-        return StepOutput(loss=loss, metrics={}, samples=int(mask.shape[0]), tokens=mask.sum())
+        keep = self.keeps_items(stage)
+        return StepOutput(loss=loss, metrics={}, samples=int(mask.shape[0]), tokens=mask.sum(),
+                          items=pred == gold if keep else None, item_mask=mask if keep else None)  # (B, L)
 
     # -- corpus-level metrics -----------------------------------------------------------
     def _reset(self, stage: str) -> None:

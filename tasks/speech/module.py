@@ -107,6 +107,8 @@ class SpeechModule(TaskModule):
         super().__init__(net, form=form, num_classes=num_classes, silence_label=silence_label, labels=labels,
                          spec_augment=spec_augment, label_smoothing=label_smoothing, **kwargs)
         self.form, self.num_classes, self.silence = form, num_classes, silence_label
+        # test items: each utterance's correctness, or each real frame's (grouped by utterance)
+        self.item_unit, self.item_group = ("utterance", None) if form == "classify" else ("frame", "utterance")
         self.labels = list(labels) if labels else [str(i) for i in range(num_classes)]
         self.augment, self.label_smoothing = spec_augment, float(label_smoothing)
         self._reset_epoch()
@@ -154,7 +156,10 @@ class SpeechModule(TaskModule):
             self._confusion = flat.view(self.num_classes, self.num_classes)
             if self.form == "tag":
                 self._frames.append((pred, y, mask))
-        return StepOutput(loss=loss, metrics=metrics, samples=int(y.shape[0]), tokens=frames)
+        keep = self.keeps_items(stage)
+        return StepOutput(loss=loss, metrics=metrics, samples=int(y.shape[0]), tokens=frames,
+                          items=pred == gold if keep else None,  # (B,) or (B, L)
+                          item_mask=real if keep and self.form == "tag" else None)
 
     # -- corpus-level validation / test metrics ----------------------------------------
     def _count_segments(self) -> None:

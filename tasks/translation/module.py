@@ -17,6 +17,8 @@
 * ``avg_last_n > 1``: checkpoint averaging. At every validation the weights are replaced by the
   mean of the last ``n`` end-of-epoch weights, validated, and that average is what the
   checkpoint stores, so the best-on-dev checkpoint the runner tests is an average of ``n``.
+* Test items (one process): each test sentence's BLEU sufficient statistics (:func:`sentence_stats`:
+  what ``corpus_bleu`` sums over the sentences), so that corpus BLEU can be recomputed on resamples.
 * :meth:`report_extras`: ``{"translation_alignments": ...}``, the cross-attention weights of the model's own
   translations of the first ``align_sentences`` test sentences (see :func:`alignment_extras`).
 """
@@ -27,6 +29,7 @@ import time
 from collections import deque
 from typing import Any
 
+import numpy as np
 import sacrebleu
 import torch
 import torch.nn.functional as F
@@ -37,7 +40,7 @@ from tasks.translation.data import BOS, EOS, PAD
 from tasks.translation.search import beam_search, greedy_search
 
 __all__ = ["TranslationModule", "MODULE_DEFAULTS", "DECODERS", "corpus_scores", "make_module", "average_states",
-           "merge_buffers", "ALIGNMENT_KEY"]
+           "merge_buffers", "ALIGNMENT_KEY", "sentence_stats", "BLEU_FIELDS"]
 
 #: ``rec["extras"]`` key of the alignments: ``{"kind", "heads", "sentences": [{"src", "hyp", "weights", ...}]}``
 #: (rendered by :mod:`benchmarks.report.domains.translation`).
@@ -62,6 +65,21 @@ def corpus_scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
             "chrf": float(sacrebleu.corpus_chrf(hyps, [refs]).score)}
 
 
+#: the columns of :func:`sentence_stats`: sacreBLEU's segment statistics for 4-gram BLEU
+BLEU_FIELDS = ("sys_len", "ref_len", "correct_1", "correct_2", "correct_3", "correct_4",
+               "total_1", "total_2", "total_3", "total_4")
+
+
+def sentence_stats(hyps: list[str], refs: list[str]) -> np.ndarray:
+    """(N, 10) int64: per sentence, the statistics :func:`corpus_scores`' BLEU sums over the corpus
+    (:data:`BLEU_FIELDS`: hypothesis and reference lengths, matched and total n-grams, n = 1..4) of
+    sacreBLEU's default metric (13a, cased). The summed rows give the corpus BLEU again
+    (``sacrebleu.BLEU.compute_bleu(..., smooth_method="exp")``)."""
+    metric = sacrebleu.BLEU()
+    rows = metric._extract_corpus_statistics(hyps, [refs])  # what corpus_score aggregates (sacrebleu 2.x)
+    return np.asarray(rows, dtype=np.int64).reshape(len(hyps), len(BLEU_FIELDS))
+
+
 def average_states(states: list[dict[str, Tensor]]) -> dict[str, Tensor]:
     """The element-wise mean of state dicts (floating tensors; others from the newest)."""
     if not states:
@@ -78,6 +96,8 @@ def average_states(states: list[dict[str, Tensor]]) -> dict[str, Tensor]:
 class TranslationModule(TaskModule):
     """Receives a seq2seq network (the interface of :mod:`tasks.translation.models`) and the
     tokeniser (``data_info["tokenizer"]``) that turns hypotheses back into text."""
+
+    item_unit = "sentence"
 
     def __init__(self, net: nn.Module, **kwargs: Any) -> None:
         params = {**MODULE_DEFAULTS, **kwargs}
@@ -150,6 +170,7 @@ class TranslationModule(TaskModule):
                 buf["decode_s"] += time.perf_counter() - t0
                 buf["hyps"].extend(self.tokenizer.decode(row) for row in out.tolist())
                 buf["refs"].extend(refs)
+                buf["sizes"].append(len(refs))
         finally:
             self.net.train(was)
         buf["nll"], buf["tokens"] = float(buf["nll"]), int(buf["tokens"])
@@ -171,6 +192,9 @@ class TranslationModule(TaskModule):
         if not buf or not buf["hyps"]:
             return
         scores = corpus_scores(buf["hyps"], buf["refs"])
+        if self.keeps_items(stage):  # one row per sentence, in batch order -> data order
+            stats = sentence_stats(buf["hyps"], buf["refs"])
+            self.finish_items(stats, np.ones(len(stats), dtype=np.int64), buf["sizes"], BLEU_FIELDS)
         scores["ppl"] = float(torch.exp(torch.tensor(buf["nll"] / max(buf["tokens"], 1))))
         scores["sent_per_s"] = len(buf["hyps"]) / max(buf["decode_s"], 1e-9)
         for name, value in scores.items():  # equal on every rank; sync_dist says so to Lightning
@@ -225,7 +249,8 @@ class TranslationModule(TaskModule):
 
 def _new_buffer() -> dict[str, Any]:
     # nll/tokens: device tensors while the epoch runs; pending: (src, src_mask, refs) to decode
-    return {"nll": 0.0, "tokens": 0, "hyps": [], "refs": [], "decode_s": 0.0, "pending": []}
+    # sizes: sentences per decoded batch (the test items' batch order)
+    return {"nll": 0.0, "tokens": 0, "hyps": [], "refs": [], "decode_s": 0.0, "pending": [], "sizes": []}
 
 
 def merge_buffers(bufs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -29,7 +29,9 @@ _MAX_SIDE = 32
 
 class ImageClassifier(TaskModule):
     """Receives ``net(x (B, C, H, W)) -> logits (B, K)``; logs ``<stage>/loss`` and
-    ``<stage>/acc`` (top-1); ``samples`` = images in the batch."""
+    ``<stage>/acc`` (top-1); ``samples`` = images in the batch. Test items: each image's correctness."""
+
+    item_unit = "image"
 
     def __init__(self, net: nn.Module, **kwargs: Any) -> None:
         super().__init__(net, **{**MODULE_DEFAULTS, **kwargs})
@@ -39,8 +41,10 @@ class ImageClassifier(TaskModule):
         logits = self.net(x)  # (B, K)
         smoothing = self.hparams.label_smoothing if stage == "train" else 0.0
         loss = F.cross_entropy(logits, y, label_smoothing=smoothing)
-        acc = (logits.argmax(-1) == y).float().mean()
-        return StepOutput(loss=loss, metrics={"acc": acc.detach()}, samples=int(y.shape[0]))
+        hit = logits.detach().argmax(-1) == y  # (B,)
+        acc = hit.float().mean()
+        return StepOutput(loss=loss, metrics={"acc": acc}, samples=int(y.shape[0]),
+                          items=hit if self.keeps_items(stage) else None)
 
     def report_extras(self, trainer: Any, datamodule: Any) -> dict[str, Any]:
         """``{"rollout": ...}`` for networks with ``attention_rollout`` (the ViTs) whose attention
