@@ -17,6 +17,7 @@ from typing import Any
 
 from benchmarks.run import budget as B
 from benchmarks.run import fingerprint as F
+from benchmarks.run import items as I
 from benchmarks.run.flops import FLOPS_RULE, flops_per_sample
 from benchmarks.run import records as R
 from benchmarks.run import scoring as S
@@ -281,6 +282,7 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
                 raise CellFailure(f"no validation metric {metric_key!r} was logged, so no best checkpoint exists")
             test_out = trainer.test(module, datamodule=dm, ckpt_path=ckpt.best_model_path, verbose=False)
             peak_bytes = peak.stop()
+            test_items = getattr(module, "test_items", None)  # per-item outcomes (before any other test set)
 
             rec["test"] = {k.split("/", 1)[1]: float(v) for k, v in (test_out[0] if test_out else {}).items() if k.startswith("test/")}
             if task.metric not in rec["test"] or not math.isfinite(rec["test"][task.metric]):
@@ -318,6 +320,9 @@ def run_cell(cell: Cell, suite: str, opts: RunOptions) -> dict[str, Any]:
                 rec["checkpoint"] = S.save_weights(S.weights_path(R.record_path(opts.out, rec)), module, {
                     "cell_id": cell.cell_id, "task": cell.task, "dataset": cell.dataset, "model": cell.model,
                     "best_epoch": monitor.best_epoch})
+            if test_items is not None and trainer.is_global_zero:  # beside the record, last: the cell is ok now
+                rec["items"] = I.write_items(R.record_path(opts.out, rec), test_items, cell_id=cell.cell_id,
+                                             metric=task.metric)
             rec["status"] = "ok"
     except KeyboardInterrupt:
         raise
