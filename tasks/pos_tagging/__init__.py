@@ -8,7 +8,7 @@ better) with its datasets (``ud``, ``synthetic``, ``synthetic_far``) and models 
 
 from __future__ import annotations
 
-from tasks.common.registry import DatasetSpec, define_task
+from tasks.common.registry import Bounds, DatasetSpec, define_task
 from tasks.pos_tagging import models, modern, module
 from tasks.pos_tagging.data import SYNTHETIC_DEFAULTS, UD_DEFAULTS, build_synthetic, build_ud
 from tasks.pos_tagging.far import FAR_DEFAULTS, build_far
@@ -25,5 +25,6 @@ TASK = define_task(
                           description="synthetic grammar: ambiguous words whose tag follows from the neighbours"),
               DatasetSpec("synthetic_far", build_far, FAR_DEFAULTS, synthetic=True,
                           description="diagnostic: ambiguous words tagged by the sentence's first word, "
-                                      "6+ words back (beyond a 2-layer CNN's reach)")],
+                                      "6+ words back (beyond a 2-layer CNN's reach)",
+                          bounds={"gap": Bounds(kind="int", minimum=1, nullable=True)}, omit_when_default=("gap",))],
 )

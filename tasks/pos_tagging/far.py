@@ -72,8 +72,11 @@ class FarTaggingDataModule(SyntheticTaggingDataModule):
 
     def __init__(self, *, num_train: int = 800, num_val: int = 200, num_test: int = 300, data_seed: int = 0,
                  min_gap: int = 5, max_gap: int = 8, tail: int = 4, p_ambiguous: float = 1.0,
-                 open_class_size: int = 300, num_ambiguous: int = 30, suffix_p: float = 0.7, **kwargs: Any) -> None:
+                 open_class_size: int = 300, num_ambiguous: int = 30, suffix_p: float = 0.7,
+                 gap: int | None = None, **kwargs: Any) -> None:
         super().__init__(num_train=num_train, num_val=num_val, num_test=num_test, data_seed=data_seed, **kwargs)
+        if gap is not None:  # a distance sweep's axis: exactly ``gap`` filler words before the tail
+            min_gap = max_gap = gap
         self.gen = dict(data_seed=data_seed, min_gap=min_gap, max_gap=max_gap, tail=tail, p_ambiguous=p_ambiguous,
                         open_class_size=open_class_size, num_ambiguous=num_ambiguous, suffix_p=suffix_p)
         make_far_corpus(1, **self.gen)  # validate the parameters now
@@ -86,7 +89,7 @@ class FarTaggingDataModule(SyntheticTaggingDataModule):
 
 FAR_DEFAULTS: dict[str, Any] = {"num_train": 800, "num_val": 200, "num_test": 300, "data_seed": 0, "min_gap": 5,
                                 "max_gap": 8, "tail": 4, "p_ambiguous": 1.0, "open_class_size": 300,
-                                "num_ambiguous": 30, "suffix_p": 0.7, **LOADER_DEFAULTS}
+                                "num_ambiguous": 30, "suffix_p": 0.7, "gap": None, **LOADER_DEFAULTS}
 
 
 def build_far(data_dir=None, cache_dir=None, seed: int = 0, **params: Any) -> FarTaggingDataModule:
