@@ -57,12 +57,18 @@ MODULE_DEFAULTS: dict[str, Any] = {
 }
 
 
-def corpus_scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
-    """sacreBLEU (detokenised input, 13a, cased) and chrF of a corpus against one reference each."""
+def corpus_scores(hyps: list[str], refs: list[str], stats: np.ndarray | None = None) -> dict[str, float]:
+    """sacreBLEU (detokenised input, 13a, cased) and chrF of a corpus against one reference each;
+    BLEU from the corpus's :func:`sentence_stats` ``stats`` when given (the same number, without
+    extracting the n-grams again)."""
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
-    return {"bleu": float(sacrebleu.corpus_bleu(hyps, [refs]).score),
-            "chrf": float(sacrebleu.corpus_chrf(hyps, [refs]).score)}
+    if stats is None:
+        bleu = sacrebleu.corpus_bleu(hyps, [refs]).score
+    else:  # what corpus_bleu computes from the summed statistics (exponential smoothing, 4-grams)
+        s = [int(v) for v in np.asarray(stats, dtype=np.int64).sum(0)]
+        bleu = sacrebleu.BLEU.compute_bleu(s[2:6], s[6:10], s[0], s[1], smooth_method="exp").score
+    return {"bleu": float(bleu), "chrf": float(sacrebleu.corpus_chrf(hyps, [refs]).score)}
 
 
 #: the columns of :func:`sentence_stats`: sacreBLEU's segment statistics for 4-gram BLEU
@@ -191,10 +197,11 @@ class TranslationModule(TaskModule):
             buf = merge_buffers(gather_over_ranks(buf or _new_buffer()))
         if not buf or not buf["hyps"]:
             return
-        scores = corpus_scores(buf["hyps"], buf["refs"])
+        stats = None
         if self.keeps_items(stage):  # one row per sentence, in batch order -> data order
             stats = sentence_stats(buf["hyps"], buf["refs"])
             self.finish_items(stats, np.ones(len(stats), dtype=np.int64), buf["sizes"], BLEU_FIELDS)
+        scores = corpus_scores(buf["hyps"], buf["refs"], stats)  # BLEU from the kept statistics
         scores["ppl"] = float(torch.exp(torch.tensor(buf["nll"] / max(buf["tokens"], 1))))
         scores["sent_per_s"] = len(buf["hyps"]) / max(buf["decode_s"], 1e-9)
         for name, value in scores.items():  # equal on every rank; sync_dist says so to Lightning

@@ -169,3 +169,12 @@ def test_keeping_items_adds_no_sync_to_a_test_step(task_name, dataset, model, da
 def test_a_step_output_without_items_keeps_none():
     out = StepOutput(loss=torch.zeros(()), metrics={}, samples=1)
     assert out.items is None and out.item_mask is None
+
+
+def test_corpus_bleu_from_sentence_statistics_is_corpus_bleu():
+    from tasks.translation.module import corpus_scores, sentence_stats
+
+    refs = ["The cat sat on the mat .", "A dog ran", "hello world", "x"]
+    hyps = ["the cat sat on a mat.", "A dog ran fast", "Hello world", ""]
+    for h in (hyps, refs, ["", "", "", ""]):
+        assert corpus_scores(h, refs, sentence_stats(h, refs)) == corpus_scores(h, refs)  # exactly
