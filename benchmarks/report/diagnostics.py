@@ -33,6 +33,7 @@ from benchmarks.report.analysis import best_of, compare_models
 from benchmarks.report.document import Block, BulletList, Heading, Paragraph, Table
 from benchmarks.report.format import fmt_ci, fmt_metric
 from benchmarks.report.results import Analysis, Group, ModelResult, group_title
+from benchmarks.report.item_ci import ItemInterval, item_seed_interval, model_items
 from benchmarks.report.tests_of import equivalence_p, holm
 
 __all__ = ["MATCHED", "NOT_SIGNIFICANT", "CONTRADICTED", "TOO_FEW", "NOT_RUN", "OUTCOMES", "DiagnosticRow",
@@ -59,6 +60,7 @@ class DiagnosticRow:
     test: str = ""
     p_holm: float | None = None  # ``p`` Holm-adjusted over every expectation of the report
     outcome_holm: str | None = None
+    items: ItemInterval | None = None  # the seeds x test items bootstrap, where the records keep test items
 
     @property
     def cost_ratios(self) -> tuple[float | None, float | None]:
@@ -133,6 +135,7 @@ def test_expectation(g: Group | None, exp: Expectation, body: dict[str, Any], co
         return DiagnosticRow(exp, NOT_RUN, left, right, note=f"no results for {', '.join(missing)}")
     diff, verdict = compare_models(g, left, right, confidence)
     row = DiagnosticRow(exp, TOO_FEW, left, right, diff, verdict, p=diff.p, test=diff.test)
+    row.items = item_seed_interval(model_items(left.ok), model_items(right.ok), confidence)
     if exp.rel == "~" and body.get("margin"):
         row.margin = float(body["margin"])
         row.p, row.test = equivalence_p(left.values, right.values, row.margin, left.seeds, right.seeds)
@@ -203,8 +206,10 @@ def _found(row: DiagnosticRow, metric: str) -> str:
         return row.note or "–"
     d = row.diff
     ci = "identical seeds" if d.identical else fmt_ci(d.ci_low, d.ci_high, d.n, clipped=d.clipped)
+    boot = (f"; seeds × test {row.items.unit}s bootstrap [{row.items.low:.4g}, {row.items.high:.4g}]"
+            if row.items else "")
     return (f"{row.left.model} {fmt_metric(d.mean_a)} vs {row.right.model} {fmt_metric(d.mean_b)}: "
-            f"{d.diff:+.4g} {metric}, {int(round(d.confidence * 100))}% CI {ci}, n={d.n}")
+            f"{d.diff:+.4g} {metric}, {int(round(d.confidence * 100))}% CI {ci}, n={d.n}{boot}")
 
 
 def _expected(row: DiagnosticRow) -> str:
@@ -266,7 +271,9 @@ def diagnostic_blocks(an: Analysis, results: list[DiagnosticResult]) -> list[Blo
                   f"two one-sided tests (TOST) that the difference lies within ±margin (the diagnostic's config "
                   f"states it, in the metric's units): matched when level, contradicted when significantly "
                   f"different instead, else not significant (undecided: more seeds). The intervals and tests cover "
-                  f"the variance between seeds on one fixed split, not the test set's own sampling error. The "
+                  f"the variance between seeds on one fixed split, not the test set's own sampling error; where the "
+                  f"records keep their test items, 'found' adds the paired bootstrap over seeds and test "
+                  f"examples together (benchmarks/report/item_ci.py), which covers both. The "
                   f"family of tests is every expectation of this report; the last column applies Holm's "
                   f"correction to it (a '~' row's difference test at Bonferroni's alpha/m). Fewer than "
                   f"{stats.MIN_SEEDS} seeds: too few seeds. Cost: mean train time and peak memory, left over right.",
@@ -323,5 +330,8 @@ def as_json(results: list[DiagnosticResult]) -> list[dict[str, Any]]:
                 "n": d.n if d else None, "time_ratio": t, "memory_ratio": m, "found": _found(row, metric or ""),
                 "margin": row.margin, "p": row.p, "test": row.test or None, "p_holm": row.p_holm,
                 "outcome_holm": row.outcome_holm,
+                "items_ci_low": row.items.low if row.items else None,
+                "items_ci_high": row.items.high if row.items else None,
+                "items_unit": row.items.unit if row.items else None,
             })
     return out

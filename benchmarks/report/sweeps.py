@@ -98,8 +98,9 @@ def crossover(values: list[Any], rows: list[DiagnosticRow], mode: str, left: str
     xs = [float(v) for v, _ in pts]
     log = min(xs) > 0 and max(xs) / min(xs) >= 10
     d = [sign * r.diff.diff for _, r in pts]
-    lo = [sign * (r.diff.ci_low if r.diff.ci_low is not None else r.diff.diff) for _, r in pts]
-    hi = [sign * (r.diff.ci_high if r.diff.ci_high is not None else r.diff.diff) for _, r in pts]
+    boot = all(r.items is not None for _, r in pts)  # the bootstrap over seeds and test items, where kept
+    lo = [sign * (r.items.low if boot else r.diff.ci_low if r.diff.ci_low is not None else r.diff.diff) for _, r in pts]
+    hi = [sign * (r.items.high if boot else r.diff.ci_high if r.diff.ci_high is not None else r.diff.diff) for _, r in pts]
     lo, hi = [min(a, b) for a, b in zip(lo, hi)], [max(a, b) for a, b in zip(lo, hi)]
     span = f"between {fmt_metric(xs[0])} and {fmt_metric(xs[-1])}"
     if not better and not worse:
@@ -121,7 +122,9 @@ def crossover(values: list[Any], rows: list[DiagnosticRow], mode: str, left: str
     return Crossover(f"{left} goes from significantly {first} than {right} (at "
                      f"{', '.join(fmt_metric(v) for v in (worse if rising else better))}) to significantly {then} "
                      f"(at {', '.join(fmt_metric(v) for v in (better if rising else worse))}); the crossover is at "
-                     f"{where}{', log-interpolated' if log else ''}", at, low, high, better, worse)
+                     f"{where}{', log-interpolated' if log else ''}; interval from "
+                     f"{'the bootstrap over seeds and test items' if boot else 'the t-intervals over seeds'}",
+                     at, low, high, better, worse)
 
 
 def sweep_results(an: Analysis) -> list[SweepResult]:
@@ -176,8 +179,10 @@ def sweep_blocks(an: Analysis, results: list[SweepResult], plots_dir: Path, writ
                                 f"(paired), and the expectation's outcome at that point (bold: decided). The crossover "
                                 f"is interpolated linearly (in log x when the values span a decade) between the points "
                                 f"where the mean difference changes sign; its interval is where the interpolated ends "
-                                f"of the 95% intervals cross 0. The intervals cover the variance between seeds on one "
-                                f"fixed split per point, not the test set's own sampling error.", "note"))
+                                f"of the 95% intervals cross 0: of the paired bootstrap over seeds and test items where "
+                                f"every point's records keep their test items (covering the seeds' variance and the test "
+                                f"set's sampling error), else of the t-intervals (the seeds' variance on one fixed split "
+                                f"per point only). Each statement says which.", "note"))
         if res.failed:
             blocks.append(Paragraph("Points where a model could not run: " + "; ".join(res.failed) + ".", "note"))
         name = f"when__{res.name}.png"

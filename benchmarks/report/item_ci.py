@@ -1,0 +1,125 @@
+"""Intervals that include the test set's own sampling error (issue 51 item 2): a paired bootstrap
+over test items **and** seeds, from the per-item outcomes beside each record
+(:mod:`benchmarks.run.items`).
+
+Each resample draws the seeds with replacement (from the seeds both models ran) and, independently,
+the test examples with replacement (whole sentences for token accuracy, whole utterances for frame
+accuracy, images, nodes, sentences for BLEU), the same draw for both models: the difference of the
+two models' test metric, averaged over the drawn seeds, is one bootstrap value; the interval is the
+percentile interval of 4000 of them. It covers the variance between seeds and the test set's
+sampling error together (the t-interval over seeds covers the first only).
+
+Written here rather than taken from ``scipy.stats.bootstrap``: scipy resamples one level (one axis
+of independent observations), and this needs two crossed levels (seeds x test examples) with a
+metric that is a ratio (tokens correct over tokens drawn) or corpus BLEU over the drawn sentences.
+The draws are multinomial counts, so a resample is a weighted sum, vectorised with numpy.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ItemInterval", "item_seed_interval", "model_items", "RESAMPLES"]
+
+RESAMPLES = 4000
+
+
+@dataclass(frozen=True)
+class ItemInterval:
+    """``a - b`` with its percentile interval over seeds and test examples."""
+
+    diff: float
+    low: float
+    high: float
+    seeds: int
+    examples: int
+    unit: str  # what was resampled: sentence, utterance, image, node, ...
+    confidence: float
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+
+def model_items(records: list[dict[str, Any]]) -> dict[Any, Any]:
+    """``{seed: Items}`` of a model's ok records that have test items (others left out)."""
+    from benchmarks.run.items import load_items
+
+    out = {}
+    for rec in records:
+        pointer = rec.get("items")
+        if not isinstance(pointer, dict) or not rec.get("_path"):
+            continue
+        key = (str(rec["_path"]), str(pointer.get("sha256")))
+        if key not in _CACHE:  # a report tests one model in several comparisons: read its items once
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a missing sidecar: no bootstrap, the t-interval stands
+                try:
+                    _CACHE[key] = load_items(rec)
+                except (OSError, ValueError, KeyError):
+                    _CACHE[key] = None
+        if _CACHE[key] is not None:
+            out[rec.get("seed")] = _CACHE[key]
+    return out
+
+
+_CACHE: dict[tuple[str, str], Any] = {}
+
+
+def _clusters(items: Any) -> tuple[np.ndarray, int, str]:
+    """Each unit's cluster index (the example it belongs to) and the number of clusters."""
+    if items.group_of is None:
+        return np.arange(len(items.ids)), len(items.ids), items.unit
+    _, index = np.unique(items.group_of, return_inverse=True)
+    return index, int(index.max()) + 1 if index.size else 0, items.group or items.unit
+
+
+def item_seed_interval(a: dict[Any, Any], b: dict[Any, Any], confidence: float = 0.95, *,
+                       resamples: int = RESAMPLES, seed: int = 0) -> ItemInterval | None:
+    """The bootstrap interval of ``metric(a) - metric(b)`` over the seeds both have and their test
+    examples; None with fewer than 2 common seeds or when the items do not line up (other units,
+    other test examples)."""
+    seeds = sorted(set(a) & set(b), key=str)
+    if len(seeds) < 2:
+        return None
+    first = a[seeds[0]]
+    for s in seeds:
+        for it in (a[s], b[s]):
+            if it.unit != first.unit or not np.array_equal(it.ids, first.ids) or it.values.shape != first.values.shape:
+                return None
+    cluster, n_clusters, unit = _clusters(first)
+    if n_clusters < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    w = rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=resamples)  # (R, C) draws
+    v = rng.multinomial(len(seeds), np.full(len(seeds), 1.0 / len(seeds)), size=resamples) / len(seeds)  # (R, S)
+    bleu = first.values.ndim == 2
+
+    def per_seed(items: Any) -> tuple[np.ndarray, float]:
+        """(R,) the metric on each resample of the examples, and on all of them."""
+        if bleu:
+            from benchmarks.run.items import bleu_from_stats
+
+            sums = np.zeros((n_clusters, items.values.shape[1]), dtype=np.int64)
+            np.add.at(sums, cluster, items.values)  # (C, K) each example's statistics
+            drawn = w @ sums  # (R, K)
+            return np.array([bleu_from_stats(row) for row in drawn]), bleu_from_stats(sums.sum(0))
+        correct = np.bincount(cluster, weights=items.values.astype(np.float64), minlength=n_clusters)  # (C,)
+        count = np.bincount(cluster, minlength=n_clusters).astype(np.float64)  # (C,)
+        return (w @ correct) / np.maximum(w @ count, 1.0), float(correct.sum() / max(count.sum(), 1.0))
+
+    diffs = np.empty((resamples, len(seeds)))  # (R, S)
+    observed = []
+    for j, s in enumerate(seeds):
+        ra, oa = per_seed(a[s])
+        rb, ob = per_seed(b[s])
+        diffs[:, j] = ra - rb
+        observed.append(oa - ob)
+    boot = (diffs * v).sum(axis=1)  # (R,) each resample's seeds, drawn with replacement
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(boot, [tail, 1.0 - tail])
+    return ItemInterval(float(np.mean(observed)), float(low), float(high), len(seeds), n_clusters, unit, confidence)
