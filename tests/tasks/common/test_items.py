@@ -15,7 +15,8 @@ import torch
 
 from tasks.common import module as M
 from tasks.common.module import StepOutput, TaskModule
-from tests.helpers.domains import GRAPHS_DATA, POS_DATA, TRANSLATION_DATA, TRANSLATION_MODELS, build_small
+from tests.helpers.domains import (GRAPHS_DATA, POS_DATA, SPEECH_FRAMES, TRANSLATION_DATA, TRANSLATION_MODELS,
+                                   build_small)
 from tests.helpers.sync import count_syncs
 
 POS_MLP = {"word_dim": 16, "char_dim": 8, "char_out": 16, "d_model": 32}
@@ -147,6 +148,8 @@ def test_translation_keeps_each_sentence_bleu_statistics_in_data_order(tmp_path)
 @pytest.mark.parametrize("task_name,dataset,model,data,params", [
     ("pos_tagging", "synthetic", "mlp", {**POS_DATA, "num_test": 40}, POS_MLP),
     ("graphs", "sbm", "gcn", GRAPHS_DATA, {}),
+    ("speech", "synthetic_frames", "frame_mlp", {**SPEECH_FRAMES, "batch_size": 4}, {"d_model": 16}),
+    ("vision", "synthetic", "patch_bag", {"num_train": 32, "num_val": 32, "num_test": 48, "batch_size": 16}, {"d_model": 16}),
 ])
 def test_keeping_items_adds_no_sync_to_a_test_step(task_name, dataset, model, data, params, tmp_path):
     module, dm = build_small(task_name, dataset, model, str(tmp_path), data_params=data, model_params=params)
