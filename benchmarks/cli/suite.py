@@ -124,7 +124,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not getattr(launcher, "wait", True):  # --no-wait: submitted, nothing finished here yet
         print(f"submitted; follow with: attnbench status {out}  (then attnbench report {out})")
         return 0
-    from benchmarks.run.topup import top_up
+    from benchmarks.cli.topup import top_up
 
     for more in top_up(cfg, out, lambda c: run_suite(c, opts, source=str(path), launcher=launcher), print):
         summary.ran += more.ran  # more seeds where a diagnostic is undecided (its max_seeds)
@@ -274,7 +274,7 @@ def add_page(sub: argparse._SubParsersAction) -> None:
 
 def cmd_page(args: argparse.Namespace) -> int:
     """Exit codes: 0 written (or current with --check), 1 out of date (--check), 2 a bad spec."""
-    from benchmarks.report.page import main as page_main
+    from benchmarks.report.page_check import main as page_main
 
     return page_main(([args.spec] if args.spec else []) + (["--check"] if args.check else []))
 

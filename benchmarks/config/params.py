@@ -11,6 +11,8 @@ recorded under (:func:`benchmarks.config.suite.cell_id`, :func:`renamed_params`)
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from typing import TYPE_CHECKING, Any, Mapping
 
 from benchmarks.config.schema import ConfigError, Field, Problems, check_value
@@ -18,7 +20,7 @@ from benchmarks.config.schema import ConfigError, Field, Problems, check_value
 if TYPE_CHECKING:
     from tasks.common.registry import Bounds
 
-__all__ = ["merge_params", "param_field", "rename_model_params", "renamed_params"]
+__all__ = ["cell_id", "merge_params", "param_field", "rename_model_params", "renamed_params"]
 
 
 def param_field(name: str, default: Any, declared: Mapping[str, Bounds] | None) -> Field:
@@ -125,3 +127,19 @@ def renamed_params(config: Mapping[str, Any]) -> Mapping[str, str]:
         return get_task(config["task"]).models.get(config["model"]).renamed
     except (KeyError, TypeError, ValueError):
         return {}
+
+
+def cell_id(config: dict[str, Any], renamed: Mapping[str, str] | None = None) -> str:
+    """A stable 12-hex-digit hash of the resolved config (key order does not matter).
+
+    Ids keep the names a parameter was first recorded under: a model parameter renamed since
+    (``renamed``, old -> new; None: the registered model's ``ModelSpec.renamed``) is hashed under
+    its old name, so a record written before the rename and a cell expanded now share one id."""
+    from tasks.common.params import recorded_names
+
+    config = {k: v for k, v in config.items() if k != "tuning"}  # the file that chose a value: the value counts
+    renamed = renamed_params(config) if renamed is None else renamed
+    if renamed and isinstance(config.get("model_params"), Mapping):
+        config = {**config, "model_params": recorded_names(config["model_params"], renamed)}
+    blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]

@@ -43,7 +43,6 @@ command-line value wins over everything in the file:
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
 import json
 import warnings
@@ -53,7 +52,7 @@ from typing import Any, Mapping
 
 from benchmarks.config.diagnostics import check_diagnostics
 from benchmarks.config.sweep import swept_keys, sweep_variants
-from benchmarks.config.params import merge_params, rename_model_params, renamed_params
+from benchmarks.config.params import cell_id, merge_params, rename_model_params, renamed_params  # noqa: F401 - cell_id re-exported
 from benchmarks.config.schema import (ConfigError, Field, Problems, Section, load_yaml, parse_override, set_path,
                                       validate)
 from benchmarks.config.trainer import OMIT_WHEN_DEFAULT, TRAINER_FIELDS, resolve_device  # noqa: F401 - re-exported
@@ -170,22 +169,6 @@ def _fractions(value: Any, where: str, source: str) -> list[float]:
     if len(set(vals)) != len(vals):
         raise ConfigError(f"{source}: {where}={value!r} has repeated values")
     return [float(v) for v in vals]
-
-
-def cell_id(config: dict[str, Any], renamed: Mapping[str, str] | None = None) -> str:
-    """A stable 12-hex-digit hash of the resolved config (key order does not matter).
-
-    Ids keep the names a parameter was first recorded under: a model parameter renamed since
-    (``renamed``, old -> new; None: the registered model's ``ModelSpec.renamed``) is hashed under
-    its old name, so a record written before the rename and a cell expanded now share one id."""
-    from tasks.common.params import recorded_names
-
-    config = {k: v for k, v in config.items() if k != "tuning"}  # the file that chose a value: the value counts
-    renamed = renamed_params(config) if renamed is None else renamed
-    if renamed and isinstance(config.get("model_params"), Mapping):
-        config = {**config, "model_params": recorded_names(config["model_params"], renamed)}
-    blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def load_suite(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:

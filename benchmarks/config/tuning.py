@@ -253,7 +253,7 @@ def apply_tuning(cfg: dict[str, Any], cells: list[Any], source: str, problems: P
     """``cells`` with the chosen values of ``cfg['tuning']`` applied (see the module docstring);
     ``cfg['tuning']`` becomes the file's absolute path, so that a later expansion finds it from
     anywhere. Problems go to ``problems``; notices for the user to ``notices``."""
-    from benchmarks.config.suite import cell_id
+    from benchmarks.config.params import cell_id
 
     before = len(problems)
     with problems.collect():

@@ -28,7 +28,8 @@ from benchmarks.report.analysis import analyse, best_of, compare_models
 from benchmarks.report.diagnostics import as_json, evaluate
 from benchmarks.report.document import Block, Heading, Paragraph, Table, render_markdown
 from benchmarks.report.format import fmt_seconds, fmt_si
-from benchmarks.report.page_facts import PageError, Scope, fill, span
+from benchmarks.report.page_facts import UNITS, PageError, Scope, ci_text, fill, span  # noqa: F401 - re-exported
+from benchmarks.report.page_facts import shown_number as _num, shown_unit as _unit
 from benchmarks.report.results import CONFIDENCE, MODERN_RNN, Group, ModelResult
 
 __all__ = ["PAGE_SPEC", "Built", "build", "build_page", "write_page", "headline_table", "patched_readme", "stale",
@@ -39,7 +40,6 @@ PAGE_SPEC = RESULTS / "page.yaml"
 ROLES = (("best attention", "attention"), ("best RNN", "rnn"), ("best CNN", "cnn"),
          ("best modern recurrence", MODERN_RNN), ("no-context floor", "other"))
 #: metric -> (scale to the shown unit, unit name)
-UNITS = {"acc": (100.0, "accuracy %"), "bleu": (1.0, "BLEU"), "f1": (100.0, "F1 %"), "chrf": (1.0, "chrF")}
 VERDICT_WORD = {stats.BETTER: "wins", stats.WORSE: "loses", stats.NO_DIFFERENCE: "level", stats.TOO_FEW: "too few seeds"}
 
 
@@ -70,27 +70,6 @@ class Built:
     blocks: dict[str, str]
     prose: list[tuple[str, str, Scope]] = field(default_factory=list)  # (where, template, scope)
     published: list[tuple[str, str, int]] = field(default_factory=list)  # (where, their protocol, runs)
-
-
-def _unit(metric: str) -> tuple[float, str]:
-    return UNITS.get(metric, (1.0, metric))
-
-
-def _num(x: float | None, metric: str, signed: bool = False) -> str:
-    if x is None:
-        return "–"
-    v = x * _unit(metric)[0]
-    return f"{v:+.2f}" if signed else f"{v:.2f}"
-
-
-def ci_text(x: stats.Summary | stats.Difference | None, metric: str) -> str:
-    """``[lo, hi]`` in the shown unit, ``(clipped)`` where cut to the metric's range, ``n=3,
-    identical`` for tied seeds (the report's rule)."""
-    if x is None or x.ci_low is None or x.ci_high is None:
-        return "–" if x is None else f"undefined (n={x.n})"
-    if x.identical:
-        return f"n={x.n}, identical"
-    return f"[{_num(x.ci_low, metric)}, {_num(x.ci_high, metric)}]" + (" (clipped)" if x.clipped else "")
 
 
 def _folders(spec: dict[str, Any], where: str) -> list[str]:
@@ -268,7 +247,7 @@ class _Builder:
 
     def __init__(self, spec_path: Path) -> None:
         self.spec_path = spec_path
-        self.label = _display(spec_path)
+        self.label = display_path(spec_path)
         try:
             self.spec = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
         except yaml.YAMLError as err:
@@ -357,7 +336,7 @@ class _Builder:
         return self.built
 
 
-def _display(path: Path) -> str:
+def display_path(path: Path) -> str:
     """``path`` relative to the working folder where it lies under it (messages name files so)."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
@@ -434,41 +413,3 @@ def stale(spec_path: str | Path = PAGE_SPEC) -> list[str]:
         if patched_blocks(text, built) != text:
             out.append(str(readme))
     return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.report.page [SPEC] [--check]``: write the page, or with ``--check``
-    print one line per drift (a generated file out of date, a prose number the records
-    contradict) and exit 1 when there is any."""
-    import sys
-
-    from benchmarks.report.page_check import check
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    is_check = "--check" in args
-    args = [a for a in args if a != "--check"]
-    spec = Path(args[0]) if args else PAGE_SPEC
-    try:
-        if is_check:
-            drifts = check(spec)
-            for line in drifts:
-                print(line)
-            if not drifts:
-                print("results page and README blocks are current; every checked prose number matches the records")
-            return 1 if drifts else 0
-        for path in write_page(spec):
-            print(f"wrote {path}")
-    except OSError as err:
-        print(f"attnbench page: error: {err.filename or spec}: {err.strerror or err}", file=sys.stderr)
-        return 2
-    except (PageError, KeyError, TypeError, yaml.YAMLError) as err:
-        msg = str(err) if isinstance(err, PageError) else f"{spec}: {type(err).__name__}: {err}"
-        if isinstance(err, KeyError):
-            msg = f"{spec}: a required key is missing: {err}"
-        print(f"attnbench page: error: {' '.join(msg.split())}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

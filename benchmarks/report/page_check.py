@@ -16,8 +16,12 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
+from typing import Sequence
 
-from benchmarks.report.page import PAGE_SPEC, Built, _display, build, markers, patched_blocks, readme_path
+import yaml
+
+from benchmarks.report.page import (PAGE_SPEC, Built, PageError, build, display_path, markers, patched_blocks, readme_path,
+                                    write_page)
 from benchmarks.report.page_claims import check_prose, check_runs
 
 __all__ = ["check", "prose_drifts", "file_drifts"]
@@ -98,15 +102,15 @@ def check(spec_path: str | Path = PAGE_SPEC) -> list[str]:
     lines = prose_drifts(built)
     page = spec_path.parent / "README.md"
     if page.is_file():
-        lines += file_drifts(_display(page), page.read_text(encoding="utf-8"), built.page)
+        lines += file_drifts(display_path(page), page.read_text(encoding="utf-8"), built.page)
     else:
-        lines.append(f"{_display(page)}: missing (run attnbench page)")
+        lines.append(f"{display_path(page)}: missing (run attnbench page)")
     readme = readme_path(spec_path)
     if readme.is_file():
         text = readme.read_text(encoding="utf-8")
         new = patched_blocks(text, built)  # raises when a block's markers are missing
         if new != text:
-            lines += _block_drifts(_display(readme), text, new, list(built.blocks))
+            lines += _block_drifts(display_path(readme), text, new, list(built.blocks))
     return lines
 
 
@@ -120,3 +124,39 @@ def _block_drifts(label: str, old: str, new: str, names: list[str]) -> list[str]
         o_body, n_body = o_rest.split(end, 1)[0], n_rest.split(end, 1)[0]
         out += file_drifts(label, o_body, n_body, offset=o_head.count("\n"))
     return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.report.page [SPEC] [--check]``: write the page, or with ``--check``
+    print one line per drift (a generated file out of date, a prose number the records
+    contradict) and exit 1 when there is any."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    is_check = "--check" in args
+    args = [a for a in args if a != "--check"]
+    spec = Path(args[0]) if args else PAGE_SPEC
+    try:
+        if is_check:
+            drifts = check(spec)
+            for line in drifts:
+                print(line)
+            if not drifts:
+                print("results page and README blocks are current; every checked prose number matches the records")
+            return 1 if drifts else 0
+        for path in write_page(spec):
+            print(f"wrote {path}")
+    except OSError as err:
+        print(f"attnbench page: error: {err.filename or spec}: {err.strerror or err}", file=sys.stderr)
+        return 2
+    except (PageError, KeyError, TypeError, yaml.YAMLError) as err:
+        msg = str(err) if isinstance(err, PageError) else f"{spec}: {type(err).__name__}: {err}"
+        if isinstance(err, KeyError):
+            msg = f"{spec}: a required key is missing: {err}"
+        print(f"attnbench page: error: {' '.join(msg.split())}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
+from benchmarks.report import stats
 from benchmarks.report.format import fmt_seconds
 
 __all__ = ["Scope", "PageError", "PLACEHOLDER", "PLACEHOLDERS", "fill", "span", "strip_placeholders"]
@@ -315,3 +316,30 @@ def strip_placeholders(text: str) -> str:
     """``text`` with each placeholder (whose value is right by construction) replaced by ``§``,
     so that only literal numbers are left for the claim checks."""
     return PLACEHOLDER.sub("§", text)
+
+
+# --------------------------------------------------------------------------- numbers as the page shows them
+UNITS = {"acc": (100.0, "accuracy %"), "bleu": (1.0, "BLEU"), "f1": (100.0, "F1 %"), "chrf": (1.0, "chrF")}
+
+
+def shown_unit(metric: str) -> tuple[float, str]:
+    """(factor, unit) a metric is shown in on the page (accuracy 0.95 -> 95.00 %)."""
+    return UNITS.get(metric, (1.0, metric))
+
+
+def shown_number(x: float | None, metric: str, signed: bool = False) -> str:
+    """A record value in the page's unit, 2 decimals (signed: with its sign)."""
+    if x is None:
+        return "–"
+    v = x * shown_unit(metric)[0]
+    return f"{v:+.2f}" if signed else f"{v:.2f}"
+
+
+def ci_text(x: stats.Summary | stats.Difference | None, metric: str) -> str:
+    """``[lo, hi]`` in the shown unit, ``(clipped)`` where cut to the metric's range, ``n=3,
+    identical`` for tied seeds (the report's rule)."""
+    if x is None or x.ci_low is None or x.ci_high is None:
+        return "–" if x is None else f"undefined (n={x.n})"
+    if x.identical:
+        return f"n={x.n}, identical"
+    return f"[{shown_number(x.ci_low, metric)}, {shown_number(x.ci_high, metric)}]" + (" (clipped)" if x.clipped else "")

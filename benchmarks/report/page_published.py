@@ -16,14 +16,12 @@ number for the same models. A figure's entry in ``results/page.yaml``::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchmarks.report.document import Block, BulletList, Paragraph
 from benchmarks.report.page_claims import STATISTICS
 from benchmarks.report.page_facts import PageError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from benchmarks.report.page import _Builder, _Run
 
 __all__ = ["published_blocks", "statistic_text"]
 
@@ -51,8 +49,8 @@ def _validate(p: Any, where: str) -> None:
                         f"single run)")
 
 
-def _ours(run: "_Run", names: Any, where: str) -> str:
-    from benchmarks.report.page import _num, ci_text
+def _ours(run: Any, names: Any, where: str) -> str:
+    from benchmarks.report.page_facts import ci_text, shown_number as _num
 
     g = run.group
     names = [names] if isinstance(names, str) else list(names or [])
@@ -67,7 +65,7 @@ def _ours(run: "_Run", names: Any, where: str) -> str:
     return "; ".join(out)
 
 
-def published_blocks(builder: "_Builder", run: "_Run", where: str) -> list[Block]:
+def published_blocks(builder: Any, run: Any, where: str) -> list[Block]:
     """The published figures of one headline run, or the line that none is cited."""
     pub = run.spec.get("published") or []
     if not pub:

@@ -15,12 +15,12 @@ from benchmarks.report import stats
 from benchmarks.report.format import as_number, fmt_si
 from benchmarks.report.results import FAMILIES, Group, ModelResult
 
-__all__ = ["FAMILY_COLORS", "save_figure", "plot_quality_vs", "plot_curves", "plot_datasize", "plot_rank_grid", "rank_places", "train_size"]
+__all__ = ["FAMILY_COLORS", "new_figure", "line_styles", "save_figure", "plot_quality_vs", "plot_curves", "plot_datasize", "plot_rank_grid", "rank_places", "train_size"]
 
 FAMILY_COLORS = {"attention": "tab:red", "rnn": "tab:blue", "cnn": "tab:green", "other": "tab:gray"}
 
 
-def _figure(figsize=(7.0, 4.5)):
+def new_figure(figsize=(7.0, 4.5)):
     from matplotlib.figure import Figure
 
     return Figure(figsize=figsize, dpi=100)
@@ -41,7 +41,7 @@ def _legend_families(ax, families: Iterable[str]) -> None:
         ax.legend(handles=handles, fontsize=8, title="family", title_fontsize=8)
 
 
-def _line_styles() -> Callable[[str], str]:
+def line_styles() -> Callable[[str], str]:
     """A line style per call for a family: solid for its first model, then dashed, dotted, ..."""
     styles = ["-", "--", ":", "-."]
     count: Counter = Counter()
@@ -76,7 +76,7 @@ def plot_quality_vs(g: Group, xkey: str, xlabel: str, path: Path, title: str,
     pts = [(m, x) for m, x in pts if x is not None and x > 0]
     if not pts:
         return None
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot(1, 1, 1)
     for m, x in pts:
         c = FAMILY_COLORS.get(m.family, "black")
@@ -110,9 +110,9 @@ def plot_curves(g: Group, path: Path, title: str) -> Path | None:
             series.append((m, es, [stats.mean(by_epoch[e]) for e in es]))
     if not series:
         return None
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot(1, 1, 1)
-    style = _line_styles()
+    style = line_styles()
     for m, es, ys in series:
         ls = style(m.family)
         ax.plot(es, ys, ls, color=FAMILY_COLORS.get(m.family, "black"), label=f"{m.model} ({m.family})", lw=1.5,
@@ -149,9 +149,9 @@ def plot_datasize(gs: list[Group], path: Path, title: str) -> Path | None:
     series = {k: sorted(v) for k, v in series.items() if v}
     if not series:
         return None
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot(1, 1, 1)
-    style = _line_styles()
+    style = line_styles()
     for model, pts in sorted(series.items()):
         ls = style(family[model])
         ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], fmt=ls, marker="o",
@@ -192,7 +192,7 @@ def plot_rank_grid(rows: list[str], columns: list[str], cells: list[list[tuple[f
     import numpy as np
 
     grid = rank_places(cells, len(columns))
-    fig = _figure((1.2 + 1.55 * len(columns), 0.9 + 0.5 * len(rows)))
+    fig = new_figure((1.2 + 1.55 * len(columns), 0.9 + 0.5 * len(rows)))
     ax = fig.add_subplot(1, 1, 1)
     ax.imshow(np.ma.masked_invalid(grid), cmap="RdYlGn_r", vmin=0.0, vmax=1.0, aspect="auto")
     for i, row in enumerate(cells):

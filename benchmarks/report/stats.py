@@ -52,6 +52,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from benchmarks.report.tests_of import difference_p, no_spread  # noqa: F401 - no_spread re-exported
+
 __all__ = [
     "BETTER",
     "WORSE",
@@ -89,14 +91,6 @@ def _values(values: Iterable[float]) -> np.ndarray:
     if arr.ndim != 1:
         raise ValueError(f"expected a flat sequence of numbers, got shape {arr.shape}")
     return arr
-
-
-def no_spread(values: Iterable[float]) -> bool:
-    """Whether every value is the same up to float rounding (1e-9 relative): per-seed accuracies
-    of k/N correct items differ by 1e-17, not 0, when k is the same on every seed, and a t-test
-    of that noise claims p = 1e-30."""
-    arr = _values(values)
-    return arr.size > 0 and float(np.ptp(arr)) <= 1e-9 * max(1.0, float(np.abs(arr).max()))
 
 
 def _check_confidence(confidence: float) -> None:
@@ -307,8 +301,6 @@ def compare(
         )
     if paired is True and not can_pair:
         raise ValueError("a paired interval needs the same (distinct) seeds, at least two, in both groups")
-    from benchmarks.report.tests_of import difference_p
-
     if can_pair and paired is not False:
         by_seed_b = dict(zip(seeds_b, b))
         diff = paired_difference(a, [by_seed_b[s] for s in seeds_a], confidence)

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from benchmarks.report.plots import FAMILY_COLORS, _figure, _line_styles, save_figure
-
-if TYPE_CHECKING:
-    from benchmarks.report.sweeps import SweepResult
+from benchmarks.report.plots import FAMILY_COLORS, line_styles, new_figure, save_figure
 
 __all__ = ["plot_sweep"]
 
 
-def plot_sweep(res: SweepResult, path: Path) -> Path | None:
-    """Metric against the axis (mean and 95% t-interval over seeds), one line per model; the
-    crossovers marked. None when no point has a numeric axis value and a result."""
+def plot_sweep(res: Any, path: Path) -> Path | None:
+    """Metric against the axis (mean and 95% t-interval over seeds), one line per model, for a
+    :class:`benchmarks.report.sweeps.SweepResult` ``res``; the crossovers marked. None when no point has a numeric axis value and a result."""
     series: dict[str, list[tuple[float, float, float, float]]] = defaultdict(list)
     family: dict[str, str] = {}
     for v, g in zip(res.values, res.groups):
@@ -34,9 +31,9 @@ def plot_sweep(res: SweepResult, path: Path) -> Path | None:
             family[m.model] = m.family
     if not series:
         return None
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot(1, 1, 1)
-    style = _line_styles()
+    style = line_styles()
     for model, pts in sorted(series.items()):
         pts.sort()
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]

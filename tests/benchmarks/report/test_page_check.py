@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.report.page import PAGE_SPEC, main, write_page
-from benchmarks.report.page_check import check
+from benchmarks.report.page import PAGE_SPEC, write_page
+from benchmarks.report.page_check import check, main
 
 ROOT = PAGE_SPEC.parent.parent
 

@@ -12,7 +12,7 @@ from torch import nn
 from benchmarks.cli import main
 from benchmarks.config.suite import expand, validate_suite
 from benchmarks.run import records as R
-from benchmarks.run.topup import STEP, Need, extended_config
+from benchmarks.cli.topup import STEP, Need, extended_config
 from benchmarks.run.worker import PLUGINS_ENV
 from tasks.common.registry import ModelSpec
 from tests.helpers.toy_task import register
