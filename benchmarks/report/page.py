@@ -26,7 +26,7 @@ import yaml
 from benchmarks.report import stats
 from benchmarks.report.analysis import analyse, best_of, compare_models
 from benchmarks.report.diagnostics import as_json, evaluate
-from benchmarks.report.document import Block, Heading, Paragraph, Table, render_markdown
+from benchmarks.report.document import BulletList, Block, Heading, Paragraph, Table, render_markdown
 from benchmarks.report.format import fmt_seconds, fmt_si
 from benchmarks.report.page_facts import UNITS, PageError, Scope, ci_text, fill, span  # noqa: F401 - re-exported
 from benchmarks.report.page_facts import shown_number as _num, shown_unit as _unit
@@ -305,6 +305,33 @@ class _Builder:
                                 f"{_link(spec.get('report', folders[0]))}."))
         return blocks
 
+    def when_blocks(self, specs: list[dict[str, Any]]) -> list[Block]:
+        """"When attention wins": per swept diagnostic of each named run, per expectation, the
+        axis, where the verdict flips (or that it does not) and the plot, from the records."""
+        from benchmarks.report.sweeps import sweep_results
+
+        if not specs:
+            return []
+        rows, notes = [], []
+        for i, spec in enumerate(specs):
+            where = f"when[{i}]"
+            an, folders = _analyse(spec, self.root, where)
+            results = sweep_results(an)
+            if not results:
+                raise PageError(f"page.yaml: {where}: no swept diagnostic in {', '.join(folders)}")
+            scope = Scope(", ".join(folders), an.records, self.root / folders[0])
+            notes.append(f"{spec.get('title', folders[0])}: {self.text(spec.get('note', ''), scope, where + ' note')}")
+            for res in results:
+                plot = f"{folders[0]}/plots/when__{res.name}.png"
+                for text, c in res.crossovers.items():
+                    rows.append([res.title, f"{res.axis}: {', '.join(map(str, res.values))}", text, c.statement,
+                                 f"[plot]({plot}) · {_link(folders[0])}"])
+        return [Heading(2, "When attention wins"),
+                Paragraph("Each row: one expectation of a swept diagnostic, tested at every value of its axis (3 seeds "
+                          "or more per point), and where along the axis its verdict flips, read off the records."),
+                Table(["diagnostic", "axis (values)", "expectation", "where it flips", "plot, report"], rows),
+                BulletList(notes)]
+
     def build(self) -> Built:
         spec = self.spec
         runs = [_load(h, self.root) for h in spec["headline"]]
@@ -319,6 +346,7 @@ class _Builder:
         blocks += summary
         for run in runs:
             blocks += self.domain_blocks(run)
+        blocks += self.when_blocks(spec.get("when") or [])
         blocks.append(Heading(2, "Other runs (labelled; never part of the headline)"))
         for sec in spec.get("sections") or []:
             blocks += self.section_blocks(sec)
