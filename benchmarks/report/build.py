@@ -42,6 +42,7 @@ from benchmarks.report.plots import plot_curves, plot_datasize, plot_quality_vs,
 from benchmarks.report.recurrence import recurrence_blocks
 from benchmarks.report.results import CONFIDENCE, METRIC_BOUNDS, Analysis, Group, ReportError, Warn, group_title
 from benchmarks.report.sections import bench_blocks, extras_blocks, load_sections
+from benchmarks.report.by_length import by_length_blocks
 from benchmarks.report.compute import compute_blocks
 from benchmarks.report.sweeps import as_json as sweeps_json, sweep_blocks, sweep_results
 from benchmarks.report.tables import (
@@ -248,6 +249,7 @@ def write_report(
             warn("render", f"complexity benchmark (Table 1): {type(exc).__name__}: {exc}")
     blocks += _datasize_blocks(an, plots_dir, written, warn)
     blocks += compute_blocks(an, plots_dir, written, warn)  # quality against training compute, per family
+    blocks += by_length_blocks(an, plots_dir, written, warn)  # translation: BLEU per sentence-length bin
     blocks += bench_blocks(root, bench_dirs, plots_dir, out, warn)
     blocks[overview_at:overview_at] = warning_summary(warns)
     blocks += warning_blocks(warns)
