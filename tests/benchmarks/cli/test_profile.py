@@ -51,11 +51,11 @@ def test_the_same_cell_by_its_id(tmp_path):
 
 
 @pytest.mark.parametrize("cell,message", [
-    ("0123456789ab", "attnbench: error: --cell '0123456789ab': no cell with this id in quick (69 cells; give an id or "
-                     "an index 0-68 as attnbench run quick --dry-run lists them)"),
-    ("69", "attnbench: error: --cell 69: no cell at index 69 in quick (valid indices: 0-68; attnbench run quick "
+    ("0123456789ab", "attnbench: error: --cell '0123456789ab': no cell with this id in quick (99 cells; give an id or "
+                     "an index 0-98 as attnbench run quick --dry-run lists them)"),
+    ("99", "attnbench: error: --cell 99: no cell at index 99 in quick (valid indices: 0-98; attnbench run quick "
            "--dry-run lists them)"),
-    ("-1", "attnbench: error: --cell -1: no cell at index -1 in quick (valid indices: 0-68;"),
+    ("-1", "attnbench: error: --cell -1: no cell at index -1 in quick (valid indices: 0-98;"),
 ])
 def test_a_bad_cell_is_one_line(cell, message, capsys, tmp_path):
     assert cli(["profile", "quick", "--cell", cell, "--out", str(tmp_path / "p")]) == 2

@@ -80,11 +80,11 @@ def test_a_copy_passes_and_a_hand_edited_number_is_one_line(copy, capsys):
 
 def test_readme_block_edit_names_readme_and_line(copy, capsys):
     readme = copy.parent.parent / "README.md"
-    _edit(readme, "with the 66 cells quick.yaml had then", "with the 69 cells quick.yaml had then")
+    _edit(readme, "main job 4.28 min with its 99 cells", "main job 4.28 min with its 69 cells")
     lines = _drifts(copy, capsys)
     assert len(lines) == 1, lines
     lineno = next(i for i, t in enumerate(readme.read_text(encoding="utf-8").splitlines(), 1) if "69 cells" in t)
-    assert f"README.md:{lineno}:" in lines[0] and 'says "69" where a fresh build from the records says "66"' in lines[0]
+    assert f"README.md:{lineno}:" in lines[0] and 'says "69" where a fresh build from the records says "99"' in lines[0]
 
 
 @pytest.mark.parametrize("old, new, said, records", [
@@ -100,8 +100,8 @@ def test_readme_block_edit_names_readme_and_line(copy, capsys):
      "the records give 3 seeds per model"),
     ("{cap} of training per model, the last epoch", "150 s of training per model, the last epoch", '"150 s"',
      "no time cap, mean train time or logged time of the records is that"),
-    ("EPYC with AVX-512, {date}: {cells} cells", "EPYC with AVX-512, {date}: 69 cells", '"69 cells"',
-     "the records give 66 cells"),
+    ("Xeon with AVX-512 and AMX, {date}: {cells} cells", "Xeon with AVX-512 and AMX, {date}: 69 cells", '"69 cells"',
+     "the records give 99 cells"),
 ])
 def test_literal_prose_number_is_checked_against_the_records(copy, capsys, old, new, said, records):
     _edit_spec(copy, old, new)
@@ -150,7 +150,7 @@ def test_missing_run_log_is_one_line(copy, tmp_path, capsys):
     quick = tmp_path / "quick"
     shutil.copytree(PAGE_SPEC.parent / "reference/cpu-2core-amd-epyc-avx512/quick", quick,
                     ignore=shutil.ignore_patterns("run.log", "plots", "report.html", "bench"))
-    _edit(copy, "main_job:\n  folder: reference/cpu-2core-amd-epyc-avx512/quick", f"main_job:\n  folder: {quick}")
+    _edit(copy, "main_job:\n  folder: reference/cpu-2core-intel-xeon-processor-avx512/quick", f"main_job:\n  folder: {quick}")
     assert main([str(copy), "--check"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "main_job text: {wall}: no run.log in" in err
