@@ -20,7 +20,8 @@ TASK = define_task(
     "speech", metric="acc", mode="max", module=module, models=[models, modern],
     description="spoken words: utterance classification and frame tagging of long concatenations",
     datasets=[DatasetSpec(name, builder(name), params, synthetic=synthetic, description=desc,
-                          omit_when_default=("phones_per_word",),
-                          bounds={"phones_per_word": Bounds(kind="int", minimum=1, nullable=True)})
+                          omit_when_default=("phones_per_word", "phone_frames"),
+                          bounds={"phones_per_word": Bounds(kind="int", minimum=1, nullable=True),
+                                  "phone_frames": Bounds(kind="int", minimum=1, nullable=True)})
               for name, (_cls, _form, params, synthetic, desc) in DATASET_DEFAULTS.items()],
 )

@@ -297,7 +297,7 @@ DATASET_DEFAULTS: dict[str, tuple[type, str, dict[str, Any], bool, str]] = {
     "synthetic": (
         SyntheticDataModule, "classify",
         {**_COMMON, "data_seed": 0, "num_classes": 8, "num_phones": 4, "per_class": [16, 6, 12], "snr_db": 10.0,
-         "phones_per_word": None, "batch_size": 16, "max_tokens": None},
+         "phones_per_word": None, "phone_frames": None, "batch_size": 16, "max_tokens": None},
         True, "synthetic words: orders of the same formant-like phones in noise (order decides the class)",
     ),
     "synthetic_frames": (

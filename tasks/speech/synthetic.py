@@ -104,11 +104,15 @@ class SyntheticDataModule(SpeechDataModule):
     """:func:`make_synthetic` in either task form (no cache: it is regenerated in a second)."""
 
     def __init__(self, *, num_classes: int = 8, num_phones: int = 4, per_class: Sequence[int] = (40, 10, 20),
-                 snr_db: float = 10.0, phones_per_word: int | None = None, **kwargs: Any) -> None:
+                 snr_db: float = 10.0, phones_per_word: int | None = None, phone_frames: int | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.synth = dict(num_classes=num_classes, num_phones=num_phones, per_class=list(per_class), snr_db=snr_db)
         if phones_per_word is not None:  # absent by default: the data of earlier configs is unchanged
             self.synth["phones_per_word"] = phones_per_word
+        if phone_frames is not None:  # an utterance-length sweep's axis: phones of 0.6-1.4x this many frames
+            self.synth.update(min_phone_frames=max(1, round(0.6 * phone_frames)),
+                              max_phone_frames=max(1, round(1.4 * phone_frames)))
         if num_classes > _orders(num_phones, phones_per_word):
             raise ValueError(f"num_classes={num_classes} > {_orders(num_phones, phones_per_word)} orders of "
                              f"phones_per_word={phones_per_word} of num_phones={num_phones} phones")
