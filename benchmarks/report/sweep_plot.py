@@ -59,3 +59,43 @@ def plot_sweep(res: Any, path: Path) -> Path | None:
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return save_figure(fig, path)
+
+
+def plot_sweep_cost(res: Any, path: Path) -> Path | None:
+    """Training time per sample and peak memory against the axis, one line per model (log y): how
+    each model's cost grows with the axis (attention's L^2 against truncated attention's L*w).
+    None when no point has both a numeric axis value and a measured cost."""
+    panels = (("train_samples_per_s", "training time per sample (ms)", lambda v: 1000.0 / v),
+              ("peak_mem_bytes", "peak memory (MB)", lambda v: v / 2**20))
+    series: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    family: dict[str, str] = {}
+    for v, g in zip(res.values, res.groups):
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            continue
+        for m in g.models:
+            for key, _, scale in panels:
+                c = (m.cost or {}).get(key)
+                if isinstance(c, (int, float)) and c > 0:
+                    series[key][m.model].append((float(v), scale(c)))
+                    family[m.model] = m.family
+    if not any(series.values()):
+        return None
+    fig = new_figure((10.0, 4.0))
+    style = line_styles()
+    for i, (key, label, _) in enumerate(panels):
+        ax = fig.add_subplot(1, 2, i + 1)
+        for model, pts in sorted(series[key].items()):
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style(family[model]), marker="o", ms=4, lw=1.5,
+                    color=FAMILY_COLORS.get(family[model], "black"), label=f"{model} ({family[model]})")
+        xs = sorted({p[0] for pts in series[key].values() for p in pts})
+        if xs and xs[0] > 0 and xs[-1] / xs[0] >= 10:
+            ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(res.axis)
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3, which="both")
+        if i == 0:
+            ax.legend(fontsize=7)
+    fig.suptitle(f"{res.title}: cost along {res.axis}", fontsize=10)
+    return save_figure(fig, path)

@@ -164,7 +164,7 @@ def sweep_blocks(an: Analysis, results: list[SweepResult], plots_dir: Path, writ
                  warn: Any) -> list[Block]:
     """Per swept diagnostic: the plot of the metric against the axis, the per-point verdicts of each
     expectation and where each flips."""
-    from benchmarks.report.sweep_plot import plot_sweep
+    from benchmarks.report.sweep_plot import plot_sweep, plot_sweep_cost
 
     blocks: list[Block] = []
     for res in results:
@@ -194,6 +194,16 @@ def sweep_blocks(an: Analysis, results: list[SweepResult], plots_dir: Path, writ
         if p is not None:
             written[f"plots/{name}"] = p
             blocks.append(Image(p, f"plots/{name}", f"{res.title}: {res.groups[0].metric} against {res.axis}"))
+        cost = f"when__{res.name}__cost.png"
+        try:
+            p = plot_sweep_cost(res, plots_dir / cost)
+        except Exception as exc:  # noqa: BLE001 - a plot failure must not lose the report
+            warn("plots", f"sweep {res.name} (cost): {type(exc).__name__}: {exc}")
+            p = None
+        if p is not None:
+            written[f"plots/{cost}"] = p
+            blocks.append(Image(p, f"plots/{cost}", f"{res.title}: training time per sample and peak memory against "
+                                                   f"{res.axis}"))
     return blocks
 
 

@@ -62,7 +62,7 @@ def test_no_crossover_is_said_with_what_holds(tmp_path):
     rows = json.loads((d / "sweeps.json").read_text())
     assert rows[0]["at"] is None and rows[0]["statement"].startswith("no crossover between 0.1 and 0.9: attention is "
                                                                       "significantly better than rnn at 0.1, 0.3, 0.5, 0.7, 0.9")
-    assert "plots/when__h.png" in written
+    assert "plots/when__h.png" in written and "plots/when__h__cost.png" in written
     md = (d / "REPORT.md").read_text()
     assert "## When: H, along homophily" in md and "where it flips" in md
     assert read_summary(d)[0].startswith("  h along homophily (0.1, 0.3, 0.5, 0.7, 0.9): attention > rnn: no crossover")
