@@ -10,7 +10,18 @@ from typing import Any
 
 from benchmarks.report.plots import FAMILY_COLORS, line_styles, new_figure, save_figure
 
-__all__ = ["plot_sweep"]
+__all__ = ["plot_sweep", "plot_sweep_cost"]
+
+
+def _axis_ticks(ax, xs: list[float]) -> None:
+    """Ticks at the axis values themselves, plain numbers (log scale when they span a decade)."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    if xs and xs[0] > 0 and xs[-1] / xs[0] >= 10:
+        ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(xs))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([f"{x:g}" for x in xs])
 
 
 def plot_sweep(res: Any, path: Path) -> Path | None:
@@ -41,8 +52,7 @@ def plot_sweep(res: Any, path: Path) -> Path | None:
         ax.plot(xs, ys, style(family[model]), marker="o", ms=4, lw=1.5, color=color, label=f"{model} ({family[model]})")
         ax.fill_between(xs, [p[2] for p in pts], [p[3] for p in pts], color=color, alpha=0.12, lw=0)
     xs_all = sorted({p[0] for pts in series.values() for p in pts})
-    if xs_all[0] > 0 and xs_all[-1] / xs_all[0] >= 10:
-        ax.set_xscale("log")
+    _axis_ticks(ax, xs_all)
     for i, (text, c) in enumerate(res.crossovers.items()):
         if c.at is None:
             continue
@@ -82,15 +92,14 @@ def plot_sweep_cost(res: Any, path: Path) -> Path | None:
         return None
     fig = new_figure((10.0, 4.0))
     style = line_styles()
+    styles = {model: style(family[model]) for model in sorted(family)}  # one style per model in both panels
     for i, (key, label, _) in enumerate(panels):
         ax = fig.add_subplot(1, 2, i + 1)
         for model, pts in sorted(series[key].items()):
             pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style(family[model]), marker="o", ms=4, lw=1.5,
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[model], marker="o", ms=4, lw=1.5,
                     color=FAMILY_COLORS.get(family[model], "black"), label=f"{model} ({family[model]})")
-        xs = sorted({p[0] for pts in series[key].values() for p in pts})
-        if xs and xs[0] > 0 and xs[-1] / xs[0] >= 10:
-            ax.set_xscale("log")
+        _axis_ticks(ax, sorted({p[0] for pts in series[key].values() for p in pts}))
         ax.set_yscale("log")
         ax.set_xlabel(res.axis)
         ax.set_ylabel(label)
