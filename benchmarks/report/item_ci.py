@@ -17,6 +17,7 @@ The draws are multinomial counts, so a resample is a weighted sum, vectorised wi
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,19 @@ def model_items(records: list[dict[str, Any]]) -> dict[Any, Any]:
 _CACHE: dict[tuple[str, str], Any] = {}
 
 
+@functools.lru_cache(maxsize=4)
+def _draws(n_clusters: int, n_seeds: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The resamples' draws: how often each example and each seed is drawn (multinomial counts;
+    seeds as weights summing to 1). The same for every comparison on one test set (a report makes
+    dozens), so computed once: read-only."""
+    rng = np.random.default_rng(seed)
+    w = rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=resamples).astype(np.float64)
+    v = rng.multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds), size=resamples) / n_seeds
+    w.flags.writeable = False
+    v.flags.writeable = False
+    return w, v
+
+
 def _clusters(items: Any) -> tuple[np.ndarray, int, str]:
     """Each unit's cluster index (the example it belongs to) and the number of clusters."""
     if items.group_of is None:
@@ -94,9 +108,7 @@ def item_seed_interval(a: dict[Any, Any], b: dict[Any, Any], confidence: float =
     cluster, n_clusters, unit = _clusters(first)
     if n_clusters < 2:
         return None
-    rng = np.random.default_rng(seed)
-    w = rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=resamples)  # (R, C) draws
-    v = rng.multinomial(len(seeds), np.full(len(seeds), 1.0 / len(seeds)), size=resamples) / len(seeds)  # (R, S)
+    w, v = _draws(n_clusters, len(seeds), resamples, seed)  # (R, C) example counts, (R, S) seed weights
     bleu = first.values.ndim == 2
 
     def per_seed(items: Any) -> tuple[np.ndarray, float]:
