@@ -185,25 +185,17 @@ def sweep_blocks(an: Analysis, results: list[SweepResult], plots_dir: Path, writ
                                 f"per point only). Each statement says which.", "note"))
         if res.failed:
             blocks.append(Paragraph("Points where a model could not run: " + "; ".join(res.failed) + ".", "note"))
-        name = f"when__{res.name}.png"
-        try:
-            p = plot_sweep(res, plots_dir / name)
-        except Exception as exc:  # noqa: BLE001 - a plot failure must not lose the report
-            warn("plots", f"sweep {res.name}: {type(exc).__name__}: {exc}")
-            p = None
-        if p is not None:
-            written[f"plots/{name}"] = p
-            blocks.append(Image(p, f"plots/{name}", f"{res.title}: {res.groups[0].metric} against {res.axis}"))
-        cost = f"when__{res.name}__cost.png"
-        try:
-            p = plot_sweep_cost(res, plots_dir / cost)
-        except Exception as exc:  # noqa: BLE001 - a plot failure must not lose the report
-            warn("plots", f"sweep {res.name} (cost): {type(exc).__name__}: {exc}")
-            p = None
-        if p is not None:
-            written[f"plots/{cost}"] = p
-            blocks.append(Image(p, f"plots/{cost}", f"{res.title}: training time per sample and peak memory against "
-                                                   f"{res.axis}"))
+        for plot, name, alt in ((plot_sweep, f"when__{res.name}.png", f"{res.groups[0].metric} against {res.axis}"),
+                                (plot_sweep_cost, f"when__{res.name}__cost.png",
+                                 f"training time per sample and peak memory against {res.axis}")):
+            try:
+                p = plot(res, plots_dir / name)
+            except Exception as exc:  # noqa: BLE001 - a plot failure must not lose the report
+                warn("plots", f"sweep {res.name} ({name}): {type(exc).__name__}: {exc}")
+                p = None
+            if p is not None:
+                written[f"plots/{name}"] = p
+                blocks.append(Image(p, f"plots/{name}", f"{res.title}: {alt}"))
     return blocks
 
 
