@@ -109,9 +109,10 @@ def check_diagnostics(cfg: dict[str, Any], cells: Iterable[Any], source: str, pr
     if isinstance(cfg.get("diagnostics"), Mapping):
         cfg["diagnostics"] = {**cfg["diagnostics"], **defined}
     choices = ", ".join(defined) or "none defined (add a top-level diagnostics: mapping)"
+    named = set(raw) if isinstance(raw, Mapping) else set()  # defined, even where its body has a problem (said above)
     for i, entry in enumerate(entries):
         tag = entry.get("diagnostic") if isinstance(entry, dict) else None
-        if tag is not None and tag not in defined:
+        if tag is not None and tag not in defined and tag not in named:
             earlier = True  # its cells are untagged now: "no cell runs it" would only echo this
             problems.add(f"{source}: cells[{i}].diagnostic={tag!r} is invalid: expected one of {choices}")
     runs: dict[str, dict[str, str]] = {name: {} for name in defined}  # diagnostic -> model -> family

@@ -46,6 +46,7 @@ def test_valid_diagnostic_tags_the_cells():
 def test_a_level_expectation_needs_a_positive_margin(margin, needle):
     problems = _problems(_suite(["attention > other", "gcn ~ graph_attention"], margin=margin))
     assert any(needle in p for p in problems), problems
+    assert not any("cells[0].diagnostic" in p for p in problems), problems  # no echo of the bad body
 
 
 @pytest.mark.parametrize("expect, needles", [
