@@ -103,10 +103,16 @@ def top_up(cfg: dict[str, Any], out: Path, run: Callable[[dict[str, Any]], Any],
     from benchmarks.config.suite import validate_suite
 
     summaries = []
+    asked: list[Need] = []
     for _ in range(rounds):
         needs = undecided(cfg, out)
         if not needs:
             break
+        if needs == asked:  # the seeds asked for last round did not finish (failed cells): stop, said once
+            log(f"undecided: the added seeds did not finish ({len(needs)} expectation(s)); failed cells stand, "
+                "--retry-failed reruns them")
+            break
+        asked = needs
         for need in needs:
             log(f"undecided: {need.diagnostic}: {need.expectation} ({' vs '.join(need.models)}): "
                 f"seeds {', '.join(map(str, need.seeds))} more (max_seeds "

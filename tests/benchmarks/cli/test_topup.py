@@ -88,3 +88,20 @@ def test_the_extended_config_keeps_every_original_cell_id():
     after = expand(validate_suite(extended_config(cfg, [need]), source="t.yaml"))
     assert before < {c.cell_id for c in after} and len(after) == 12
     assert sorted((c.model, c.seed) for c in after) == sorted((m, s) for m in ("linear", "twin") for s in range(6))
+
+
+def test_seeds_that_fail_stop_the_top_up_after_one_round(tmp_path, capsys, monkeypatch):
+    """A killed or failing added seed: the run says so once and ends, it does not ask again and again."""
+    import benchmarks.cli.topup as T
+
+    calls = []
+
+    def run(cfg):
+        calls.append(cfg)  # runs nothing: the added seeds never finish
+
+    monkeypatch.setattr(T, "undecided", lambda cfg, out: [Need("d", "linear ~ twin", ("linear", "twin"), "toy", "points", (3, 4, 5))])
+    monkeypatch.setattr(T, "extended_config", lambda cfg, needs: cfg)
+    monkeypatch.setattr("benchmarks.config.suite.validate_suite", lambda cfg, source="": cfg)
+    lines: list[str] = []
+    T.top_up({"suite": "s", "diagnostics": {"d": {"max_seeds": 9}}}, tmp_path, run, lines.append)
+    assert len(calls) == 1 and lines[-1].startswith("undecided: the added seeds did not finish")
