@@ -16,7 +16,10 @@ __all__ = ["TASK", "GraphNodeClassifier"]
 
 TASK = define_task("graphs", metric="acc", mode="max", module=module, models=models, datasets=[
     DatasetSpec("planetoid", build_planetoid, PLANETOID_DEFAULTS,
-                description="Planetoid citation graph (Cora/CiteSeer/PubMed), public split, row-normalised features"),
+                description="Planetoid citation graph (Cora/CiteSeer/PubMed), public split, row-normalised features; "
+                            "homophily: edges rewired to that edge homophily (degree-preserving swaps)",
+                bounds={"homophily": Bounds(kind="float", minimum=0, maximum=1, nullable=True)},
+                omit_when_default=("homophily", "data_seed")),
     DatasetSpec("sbm", build_sbm, SBM_DEFAULTS, synthetic=True,
                 description="synthetic stochastic block model: homophilous edges, noisy class-correlated features",
                 bounds={"homophily": Bounds(kind="float", minimum=0, maximum=1, nullable=True)},

@@ -10,6 +10,8 @@ builders) and ``checksum()`` load the data on first use.
   lets no data file run code) with row-normalised features (as in the GCN and GAT papers).
   The raw files come from ``<data_dir>/planetoid/<Name>/raw`` (copied into the cache, keyed
   by their size and mtime), else from the cache, else from upstream (download into the cache).
+  ``homophily`` rewires the edges to that edge homophily (:mod:`tasks.graphs.rewire`): the
+  real-data homophily axis, nodes, features, labels, split and degrees unchanged.
 * :class:`SBMDataModule`: a synthetic stochastic-block-model graph generated in code from
   ``data_seed``: homophilous edges and noisy class-correlated features, so that a model
   that uses the graph clearly beats one that does not.
@@ -31,21 +33,11 @@ from torch.utils.data import DataLoader
 
 from tasks.common.data import (corrupt, default_cache_dir, materialize, origin, reading, require_classes, safe_unpickle,
                                subset_indices, write_atomic)
+from tasks.graphs.rewire import edge_homophily, rewire_homophily
 
-__all__ = [
-    "PlanetoidDataModule",
-    "SBMDataModule",
-    "PLANETOID_NAMES",
-    "PLANETOID_SPLITS",
-    "make_sbm",
-    "default_cache_dir",
-    "graph_checksum",
-    "build_planetoid",
-    "read_planetoid",
-    "build_sbm",
-    "PLANETOID_DEFAULTS",
-    "SBM_DEFAULTS",
-]
+__all__ = ["PlanetoidDataModule", "SBMDataModule", "PLANETOID_NAMES", "PLANETOID_SPLITS", "make_sbm",
+           "default_cache_dir", "graph_checksum", "build_planetoid", "read_planetoid", "build_sbm",
+           "PLANETOID_DEFAULTS", "SBM_DEFAULTS"]
 
 PLANETOID_NAMES = ("Cora", "CiteSeer", "PubMed")
 PLANETOID_SPLITS = ("public", "full", "random")
@@ -308,6 +300,8 @@ class PlanetoidDataModule(_FullBatchDataModule):
             file; an unreadable file :class:`~tasks.common.data.DataCorrupt`.
         normalize_features: row-normalise features (GCN/GAT papers); default True.
         split_seed: seeds the ``"random"`` split (never the run seed: all runs see one split).
+        homophily: the edges rewired to this edge homophily (None: as read) by degree-preserving swaps
+            drawn from ``data_seed`` (:mod:`tasks.graphs.rewire`); ``info`` shows what it reached.
     """
 
     def __init__(
@@ -320,6 +314,8 @@ class PlanetoidDataModule(_FullBatchDataModule):
         download: bool = True,
         normalize_features: bool = True,
         split_seed: int = 0,
+        homophily: float | None = None,
+        data_seed: int = 0,
     ) -> None:
         super().__init__()
         canon = {n.lower(): n for n in PLANETOID_NAMES}
@@ -334,6 +330,7 @@ class PlanetoidDataModule(_FullBatchDataModule):
         self.download = download
         self.normalize_features = normalize_features
         self.split_seed = split_seed
+        self.homophily, self.data_seed = homophily, data_seed
 
     @property
     def raw_file_names(self) -> list[str]:
@@ -360,19 +357,26 @@ class PlanetoidDataModule(_FullBatchDataModule):
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(self.split_seed)
                 _random_split(data, num_train_per_class=20, num_val=500, num_test=1000)
+        if self.homophily is not None:
+            data.edge_index = rewire_homophily(data.edge_index, data.y, self.homophily, seed=self.data_seed)
         if self.normalize_features:
             data = NormalizeFeatures()(data)
         return data
+
+    @property
+    def info(self) -> dict[str, Any]:  # rewired: the edge homophily reached (the record's data block shows it)
+        h = None if self.homophily is None else round(edge_homophily(self.data.edge_index, self.data.y), 4)
+        return {**super().info, **({} if h is None else {"edge_homophily": h})}
 
     def checksum(self) -> str:
         if self._checksum is None:
             self._checksum = graph_checksum(
                 self.data, extra=f"planetoid/{self.name}/{self.split}/norm={self.normalize_features}"
-            )
+                + ("" if self.homophily is None else f"/homophily={self.homophily!r}/data_seed={self.data_seed}"))
         return self._checksum
 
 
-PLANETOID_DEFAULTS: dict[str, Any] = {"name": "Cora", "split": "public"}
+PLANETOID_DEFAULTS: dict[str, Any] = {"name": "Cora", "split": "public", "homophily": None, "data_seed": 0}
 
 
 def build_planetoid(data_dir=None, cache_dir=None, seed: int = 0, **params: Any) -> PlanetoidDataModule:
@@ -451,19 +455,9 @@ def make_sbm(
     return Data(x=x, edge_index=edge_index, y=y, train_mask=train, val_mask=val, test_mask=test)
 
 
-SBM_DEFAULTS: dict[str, Any] = {
-    "num_nodes": 600,
-    "num_classes": 4,
-    "p_in": 0.03,
-    "p_out": 0.002,
-    "feature_dim": 32,
-    "feature_noise": 1.0,
-    "train_per_class": 20,
-    "num_val": 120,
-    "num_test": 400,
-    "data_seed": 0,
-    "homophily": None,
-}
+SBM_DEFAULTS: dict[str, Any] = {"num_nodes": 600, "num_classes": 4, "p_in": 0.03, "p_out": 0.002, "feature_dim": 32,
+                                "feature_noise": 1.0, "train_per_class": 20, "num_val": 120, "num_test": 400,
+                                "data_seed": 0, "homophily": None}
 
 
 class SBMDataModule(_FullBatchDataModule):
