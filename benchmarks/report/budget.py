@@ -141,6 +141,72 @@ def environment_rows(envs: list[dict[str, Any]], distinct: Callable[[Iterable[An
     return rows
 
 
+def _trainer(r: dict[str, Any]) -> dict[str, Any]:
+    return ((r.get("config") or {}).get("trainer") or {}) if isinstance(r.get("config"), dict) else {}
+
+
+def _cap_text(v: Any) -> str:
+    if isinstance(v, dict):  # calibrated: {seconds, reference}
+        return f"{v.get('seconds'):g} s on {v.get('reference')} (calibrated)"
+    return f"{float(v):g} s"
+
+
+def held_equal(models: Iterable[Any]) -> tuple[str, str]:
+    """What one table's models had in common as a training budget, from their records' resolved
+    trainer configs: ``(short, sentence)``, e.g. ``("2 epochs", "...")``. Epochs or steps are
+    machine-independent; a wall-clock cap is not (another CPU buys other epochs); models with
+    different caps had nothing held equal, which the short form says."""
+    models = list(models)
+    per: dict[str, set] = {}
+    patience: dict[str, set] = {}
+    capped: list[str] = []
+    for m in models:
+        trainers = [t for t in map(_trainer, m.ok) if t]
+        if not trainers:
+            continue
+        per[m.model] = {(t.get("max_epochs"), t.get("max_steps", -1),
+                         _cap_text(t["max_time_s"]) if t.get("max_time_s") is not None else None) for t in trainers}
+        patience[m.model] = {t.get("early_stopping_patience") for t in trainers}
+        if time_capped(m.ok):
+            capped.append(m.model)
+    if not per:
+        return "–", "No record says what budget it trained under."
+    budgets = set().union(*per.values())
+    pats = sorted({p for ps in patience.values() for p in ps if p}, key=int)
+    stop = (f" Early stopping on validation (patience {'/'.join(map(str, pats))} epochs) may end a model sooner; "
+            "the best-validation checkpoint is tested." if pats else " No early stopping: every model trains to the end.")
+    machine = " On another machine the same cap buys other epochs: a wall-clock budget is machine-dependent."
+    if len(budgets) > 1:
+        by: dict[str, list[str]] = {}
+        for model, bs in per.items():
+            by.setdefault(" or ".join(_describe(b) for b in sorted(bs, key=str)), []).append(model)
+        caps = "; ".join(f"{', '.join(ms)}: {b}" for b, ms in by.items())
+        if any(cap for _, _, cap in budgets):
+            return "nothing (own caps)", f"Nothing held equal: the models have different caps ({caps})." + machine + stop
+        if pats:
+            return ("early stopping", f"Held equal: the stopping rule, not the budget: each model trains until its "
+                    f"validation score stops improving (patience {'/'.join(map(str, pats))} epochs; the best-validation "
+                    f"checkpoint is tested), under its own epoch ceiling ({caps}); no time cap, so machine-independent.")
+        return "nothing (own epochs)", f"Nothing held equal: the models train for different epochs ({caps})." + stop
+    (epochs, steps, cap), = budgets
+    if cap is None:
+        unit = f"{steps} optimiser steps" if steps not in (None, -1) else f"{epochs} epochs"
+        return unit, (f"Held equal: {unit} for every model (the same training examples, no time cap), so the "
+                      f"numbers do not depend on the machine's speed; not equal cost (see train time)." + stop)
+    known = any(isinstance(r.get("stop"), dict) for m in models for r in m.ok)
+    bound = ("" if not known else f" The cap ended {', '.join(capped)}'s training before its {epochs} epochs."
+             if capped else f" The cap ended no model's training before its {epochs} epochs.")
+    if "calibrated" in cap:
+        machine = ""
+    return f"{cap} wall-clock", f"Held equal: {cap} of training per model (at most {epochs} epochs)." + bound + machine + stop
+
+
+def _describe(b: tuple[Any, Any, Any]) -> str:
+    epochs, steps, cap = b
+    parts = [f"{epochs} epochs"] + ([f"{steps} steps"] if steps not in (None, -1) else []) + ([cap] if cap else [])
+    return ", ".join(parts)
+
+
 __all__ = ["TIME_CAP_MARK", "BUDGET_KIND", "stop_reasons", "time_capped", "model_marker",
-           "leaderboard_note", "budget_warnings", "machine_warnings", "machine_label", "environment_rows",
+           "leaderboard_note", "held_equal", "budget_warnings", "machine_warnings", "machine_label", "environment_rows",
            "SPEED_SPREAD"]

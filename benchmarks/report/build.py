@@ -14,7 +14,7 @@ from typing import Sequence
 
 from benchmarks.report import stats
 from benchmarks.report.analysis import analyse, manifest_cells, result_roots
-from benchmarks.report.budget import leaderboard_note
+from benchmarks.report.budget import held_equal, leaderboard_note
 from benchmarks.report.checks import bench_outputs, bench_warnings
 from benchmarks.report.document import (
     Block,
@@ -72,6 +72,7 @@ def _group_blocks(g: Group, an: Analysis, plots_dir: Path, out: Path, written: d
     blocks.append(Paragraph(f"Test {g.metric} at the best-validation checkpoint "
                             f"({'higher' if g.mode == 'max' else 'lower'} is better); ranked by mean.", "note"))
     blocks.append(leaderboard_table(g, an.confidence, missing_column=bool(an.manifests)))
+    blocks.append(Paragraph(held_equal(g.models)[1], "note"))
     capped = leaderboard_note(g.models)
     if capped:
         blocks.append(Paragraph(capped, "warn"))

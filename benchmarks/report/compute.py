@@ -26,7 +26,7 @@ from benchmarks.report.document import Block, Heading, Image, Paragraph, Table
 from benchmarks.report.format import as_number, fmt_metric, fmt_si
 from benchmarks.report.results import Analysis, Group, ModelResult
 
-__all__ = ["model_curve", "frontier", "overtake", "compute_blocks"]
+__all__ = ["model_curve", "frontier", "overtake", "group_compute", "compute_blocks"]
 
 BASELINES = ("rnn", "cnn")
 
@@ -90,29 +90,38 @@ def overtake(att: list[tuple[float, float]], base: list[tuple[float, float]], mo
     return since
 
 
+def group_compute(g: Group) -> dict[str, Any] | None:
+    """One group's compute axis: ``fronts`` (family -> frontier), ``at`` (where attention
+    overtakes the best RNN/CNN, or None), ``end`` (the largest compute both reached), ``said``
+    (that in words) and ``best`` (family -> its best value, formatted); None without curves."""
+    fams: dict[str, list[list[tuple[float, float]]]] = defaultdict(list)
+    for m in g.models:
+        curve = model_curve(m)
+        if curve:
+            fams[m.family].append(curve)
+    if "attention" not in fams or not any(f in fams for f in BASELINES):
+        return None
+    fronts = {f: frontier(cs, g.mode) for f, cs in fams.items()}
+    base = frontier([c for f in BASELINES for c in fams.get(f, [])], g.mode)
+    at = overtake(fronts["attention"], base, g.mode)
+    end = min(fronts["attention"][-1][0], base[-1][0])
+    said = (f"from {fmt_si(at)} FLOPs on (up to {fmt_si(end)}, the largest compute both reached)" if at is not None
+            else f"not within the budget (up to {fmt_si(end)} FLOPs, the largest compute both reached)")
+    return {"fronts": fronts, "at": at, "end": end, "said": said,
+            "best": {f: fmt_metric(fr[-1][1]) for f, fr in fronts.items()},
+            "last": {f: fr[-1][1] for f, fr in fronts.items()}}
+
+
 def compute_blocks(an: Analysis, plots_dir: Path, written: dict[str, Path], warn: Any) -> list[Block]:
     """Per group with learning curves and FLOPs (sweep points aside): each family's frontier and
     where attention overtakes the best baseline."""
     rows, figures = [], []
     for g in an.groups:
-        if g.point:
+        c = None if g.point else group_compute(g)
+        if c is None:
             continue
-        fams: dict[str, list[list[tuple[float, float]]]] = defaultdict(list)
-        for m in g.models:
-            curve = model_curve(m)
-            if curve:
-                fams[m.family].append(curve)
-        if "attention" not in fams or not any(f in fams for f in BASELINES):
-            continue
-        fronts = {f: frontier(cs, g.mode) for f, cs in fams.items()}
-        base = frontier([c for f in BASELINES for c in fams.get(f, [])], g.mode)
-        at = overtake(fronts["attention"], base, g.mode)
-        end = min(fronts["attention"][-1][0], base[-1][0])
-        said = (f"from {fmt_si(at)} FLOPs on (up to {fmt_si(end)}, the largest compute both reached)" if at is not None
-                else f"not within the budget (up to {fmt_si(end)} FLOPs, the largest compute both reached)")
-        best = {f: fmt_metric(fr[-1][1]) for f, fr in fronts.items()}
-        rows.append([f"{g.task} / {g.dataset}", ", ".join(f"{f} {v}" for f, v in sorted(best.items())), said])
-        figures.append((g, fronts, at))
+        rows.append([f"{g.task} / {g.dataset}", ", ".join(f"{f} {v}" for f, v in sorted(c["best"].items())), c["said"]])
+        figures.append((g, c["fronts"], c["at"]))
     if not rows:
         return []
     blocks: list[Block] = [

@@ -24,8 +24,11 @@ from typing import Any, Sequence
 import yaml
 
 from benchmarks.report import stats
-from benchmarks.report.analysis import analyse, best_of, compare_models
+from benchmarks.report.analysis import analyse, best_of
 from benchmarks.report.diagnostics import as_json, evaluate
+from benchmarks.report.budget import held_equal
+from benchmarks.report.page_predicts import predicts_blocks
+from benchmarks.report.page_verdicts import VERDICT_WORD, family_verdict, pair_verdict as _verdict
 from benchmarks.report.document import BulletList, Block, Heading, Paragraph, Table, render_markdown
 from benchmarks.report.format import fmt_seconds, fmt_si
 from benchmarks.report.page_facts import UNITS, PageError, Scope, ci_text, fill, span  # noqa: F401 - re-exported
@@ -40,7 +43,6 @@ PAGE_SPEC = RESULTS / "page.yaml"
 ROLES = (("best attention", "attention"), ("best RNN", "rnn"), ("best CNN", "cnn"),
          ("best modern recurrence", MODERN_RNN), ("no-context floor", "other"))
 #: metric -> (scale to the shown unit, unit name)
-VERDICT_WORD = {stats.BETTER: "wins", stats.WORSE: "loses", stats.NO_DIFFERENCE: "level", stats.TOO_FEW: "too few seeds"}
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -99,34 +101,19 @@ def _load(spec: dict[str, Any], root: Path) -> _Run:
     return _Run(spec, g, folders[0], recs, Scope(f"{folders[0]} ({g.task}/{g.base_dataset})", recs, root / folders[0]))
 
 
-def _verdict(g: Group, a: ModelResult | None, b: ModelResult | None) -> tuple[stats.Difference | None, str | None]:
-    if a is None or b is None:
-        return None, None
-    return compare_models(g, a, b, CONFIDENCE)
-
-
 def _headline_words(runs: list[Any]) -> dict[tuple[int, str], tuple[str, str]]:
     """(run index, family) -> (the verdict's word, its word after Holm's correction over every
-    headline comparison). A difference is 'wins'/'loses' by its test (the interval, or the exact
-    permutation test with zero spread); otherwise 'level (±m)' when two one-sided tests find it
-    within the run's stated ``margin`` (page.yaml, the metric's units), else 'undecided'."""
-    from benchmarks.report.tests_of import equivalence_p, holm
+    headline comparison); the word's rule is :func:`~benchmarks.report.page_verdicts.family_verdict`
+    with the run's stated ``margin`` (page.yaml, the metric's units)."""
+    from benchmarks.report.tests_of import holm
 
     alpha = 1.0 - CONFIDENCE
     rows: list[tuple[tuple[int, str], str, float | None]] = []
     for i, run in enumerate(runs):
-        g = run.group
         for fam in ("rnn", "cnn"):
-            att, base = best_of(g, "attention"), best_of(g, fam)
-            d, v = _verdict(g, att, base)
-            if d is None:
-                continue
-            word, p = VERDICT_WORD[v], d.p
-            if v == stats.NO_DIFFERENCE:
-                margin = run.spec.get("margin")
-                p = equivalence_p(att.values, base.values, float(margin), att.seeds, base.seeds)[0] if margin else None
-                word = f"level (±{_num(float(margin), g.metric)})" if p is not None and p < alpha else "undecided"
-            rows.append(((i, fam), word, p))
+            d, word, p = family_verdict(run.group, fam, run.spec.get("margin"))
+            if d is not None:
+                rows.append(((i, fam), word, p))
     adjusted = holm([p for _, _, p in rows])
     out = {}
     for (key, word, p), q in zip(rows, adjusted):
@@ -222,8 +209,8 @@ def _summary_blocks(runs: list[_Run]) -> list[Block]:
         g = run.group
         att = best_of(g, "attention")
         rows.append([run.spec["title"], _unit(g.metric)[1], f"{att.model} {_num(att.mean, g.metric)}" if att else "–",
-                     _vs(g, "rnn", verdicts.get((i, "rnn"))), _vs(g, "cnn", verdicts.get((i, "cnn"))), _cost(g),
-                     _link(run.folder)])
+                     _vs(g, "rnn", verdicts.get((i, "rnn"))), _vs(g, "cnn", verdicts.get((i, "cnn"))),
+                     held_equal(g.models)[0], _cost(g), _link(run.folder)])
     n = len(verdicts)
     raw, held = _tally([w for w, _ in verdicts.values()]), _tally([h for _, h in verdicts.values()])
     return [
@@ -237,9 +224,35 @@ def _summary_blocks(runs: list[_Run]) -> list[Block]:
                   f"tests (TOST) put the difference within the run's stated margin m; 'undecided': neither, more "
                   f"seeds needed. Cost: the best attention model's mean train time and parameters over the best "
                   f"baseline's (RNN, CNN or modern recurrence, by mean)."),
-        Table(["domain / task", "metric", "best attention", "vs best RNN", "vs best CNN",
+        Table(["domain / task", "metric", "best attention", "vs best RNN", "vs best CNN", "held equal",
                "attention's cost vs best baseline", "run"], rows),
     ]
+
+
+def _compute_blocks(runs: list[_Run]) -> list[Block]:
+    """The compute axis of every headline run: where attention's quality-for-compute frontier
+    overtakes the best RNN/CNN's, read off the records' learning curves (no retraining)."""
+    from benchmarks.report.compute import group_compute
+
+    rows = []
+    for run in runs:
+        c = group_compute(run.group)
+        if c is None:
+            rows.append([run.spec["title"], "–", "not read: its records lack FLOPs per sample, a training-set size "
+                         "or learning curves", _link(run.folder)])
+        else:
+            best = ", ".join(f"{f} {_num(v, run.group.metric)}" for f, v in sorted(c["last"].items()) if f != "other")
+            rows.append([run.spec["title"], best, c["said"],
+                         _link(run.folder)])
+    if not rows:
+        return []
+    return [Heading(3, "Along training compute (the headline runs)"),
+            Table(["domain / task", "best validation score per family", "attention at least the best RNN/CNN",
+                   "run"], rows),
+            Paragraph("Read off each record's learning curve, no retraining: training compute after an epoch is "
+                      "(epochs) x 3 x the record's FLOPs per sample x the training-set size; a family's frontier is "
+                      "the best validation score any of its models reached within that compute, averaged over seeds "
+                      "(no interval: a maximum over models and epochs is a selection). Each run's report plots it.")]
 
 
 class _Builder:
@@ -271,6 +284,7 @@ class _Builder:
         blocks.append(Paragraph(f"Protocol: {self.text(spec['protocol'], run.scope, where + ' protocol')} Command: "
                                 f"`{spec['command']}` (config `{spec['config']}`). Hardware: {_hardware(run.records)}. "
                                 f"{_link(run.folder)}."))
+        blocks.append(Paragraph(held_equal(g.models)[1]))
         blocks.append(Table(["role", "model", _unit(g.metric)[1], "95% CI", "seeds", "epochs run", "caps", "params",
                              "FLOPs/sample", "train time"], _role_rows(g)))
         att, base = best_of(g, "attention"), _best_baseline(g)
@@ -347,6 +361,9 @@ class _Builder:
         for run in runs:
             blocks += self.domain_blocks(run)
         blocks += self.when_blocks(spec.get("when") or [])
+        blocks += _compute_blocks(runs)
+        blocks += predicts_blocks(spec.get("predicts") or [], {run.spec["title"]: run for run in runs}, self.root,
+                                  lambda s, where: _analyse(s, self.root, where))
         blocks.append(Heading(2, "Other runs (labelled; never part of the headline)"))
         for sec in spec.get("sections") or []:
             blocks += self.section_blocks(sec)
