@@ -17,13 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.report.document import Block, Heading, Image, Paragraph, Table
+from benchmarks.report.document import Block, BulletList, Heading, Image, Paragraph, Table
 from benchmarks.report.item_ci import model_items
 from benchmarks.report.results import Analysis, Group
 
-__all__ = ["length_bins", "bleu_by_length", "by_length_blocks"]
+__all__ = ["length_bins", "bleu_by_length", "gap_by_length", "length_pairs", "length_statement", "length_rows", "plot_name", "by_length_blocks"]
 
 BINS = 5
+#: bootstrap resamples per bin (each a corpus BLEU per seed and model)
+RESAMPLES = 2000
 
 
 def length_bins(lengths: np.ndarray, bins: int = BINS) -> list[tuple[int, int]]:
@@ -54,6 +56,81 @@ def bleu_by_length(items: dict[Any, Any], bins: list[tuple[int, int]]) -> list[t
     return out
 
 
+def _bin(items: dict[Any, Any], lo: int, hi: int) -> dict[Any, Any]:
+    out = {}
+    for seed, it in items.items():
+        keep = (it.values[:, 1] >= lo) & (it.values[:, 1] <= hi)  # (N,) reference length in the bin
+        out[seed] = it._replace(ids=it.ids[keep], values=it.values[keep],
+                                group_of=None if it.group_of is None else it.group_of[keep])
+    return out
+
+
+def gap_by_length(a: dict[Any, Any], b: dict[Any, Any], bins: list[tuple[int, int]],
+                  resamples: int = RESAMPLES) -> list[Any]:
+    """Per bin, BLEU(a) - BLEU(b) with its paired bootstrap interval over the seeds both ran and the
+    bin's test sentences (:func:`~benchmarks.report.item_ci.item_seed_interval`); None where it
+    cannot be made (fewer than 2 common seeds or sentences)."""
+    from benchmarks.report.item_ci import item_seed_interval
+
+    return [item_seed_interval(_bin(a, lo, hi), _bin(b, lo, hi), resamples=resamples) for lo, hi in bins]
+
+
+def length_pairs(g: Group, have: set[str]) -> list[tuple[str, str]]:
+    """The comparisons by length: the best attention model (chosen on validation) against the best
+    RNN and the best CNN, and the RNN decoder with Bahdanau attention against the one without."""
+    from benchmarks.report.analysis import best_of
+
+    att = best_of(g, "attention")
+    pairs = [(att.model, m.model) for fam in ("rnn", "cnn") if att and (m := best_of(g, fam)) and m.model in have]
+    if {"rnn_bahdanau", "rnn_noattn"} <= have:
+        pairs.append(("rnn_bahdanau", "rnn_noattn"))
+    return [p for i, p in enumerate(pairs) if p[0] in have and p not in pairs[:i]]
+
+
+def _range(lo: int, hi: int) -> str:
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
+def length_statement(a: str, b: str, bins: list[tuple[int, int]], gaps: list[Any], named: bool = True) -> str:
+    """Where along sentence length ``a`` beats ``b`` significantly, where it loses, and whether
+    the gap grows from the shortest bin to the longest, in words."""
+    ok = [(bn, g) for bn, g in zip(bins, gaps) if g is not None]
+    if not ok:
+        return f"{a} - {b}: no interval (fewer than 2 common seeds)"
+    better = [_range(*bn) for bn, g in ok if g.low > 0]
+    worse = [_range(*bn) for bn, g in ok if g.high < 0]
+    (b0, g0), (b1, g1) = ok[0], ok[-1]
+    parts = [f"{f'{a} - {b}: ' if named else ''}{g0.diff:+.1f} BLEU [{g0.low:+.1f}, {g0.high:+.1f}] at {_range(*b0)} words, "
+             f"{g1.diff:+.1f} [{g1.low:+.1f}, {g1.high:+.1f}] at {_range(*b1)}"]
+    parts.append(f"ahead in {len(better)} of {len(ok)} bins" + (f" ({', '.join(better)})" if better else "")
+                 + (f", behind in {len(worse)} ({', '.join(worse)})" if worse else ", behind in none"))
+    if better and worse:
+        parts.append("the verdict flips with length")
+    if g0.high < g1.low:
+        parts.append("the gap widens with length (the longest bin's interval lies above the shortest's)")
+    elif g1.high < g0.low:
+        parts.append("the gap narrows with length (the longest bin's interval lies below the shortest's)")
+    else:
+        parts.append("no significant change of the gap from the shortest bin to the longest")
+    return "; ".join(parts)
+
+
+def plot_name(g: Group) -> str:
+    """The file name (under the report's plots/) of a group's BLEU-by-length plot."""
+    return f"length__{g.task}__{''.join(ch if ch.isalnum() else '_' for ch in g.dataset)}.png"
+
+
+def length_rows(g: Group) -> list[tuple[list[tuple[int, int]], str, str]]:
+    """(bins, "a - b", statement) per :func:`length_pairs` comparison of a group whose records keep
+    sentence statistics; [] for any other group."""
+    per_model = _bleu_items(g)
+    if len(per_model) < 2:
+        return []
+    bins = length_bins(next(iter(next(iter(per_model.values())).values())).values[:, 1])
+    return [(bins, f"{a} - {b}", length_statement(a, b, bins, gap_by_length(per_model[a], per_model[b], bins), False))
+            for a, b in length_pairs(g, set(per_model))]
+
+
 def _bleu_items(g: Group) -> dict[str, dict[Any, Any]]:
     out = {}
     for m in g.models:
@@ -82,7 +159,14 @@ def by_length_blocks(an: Analysis, plots_dir: Path, written: dict[str, Path], wa
                    Paragraph("Corpus BLEU of the test sentences in each bin of reference length (quintiles of the test "
                              "set), mean over seeds with the seeds' range, from the per-sentence statistics beside "
                              "each record: the trained models, not retrained (Bahdanau et al. 2015, Figure 2).", "note")]
-        name = f"length__{g.task}__{''.join(ch if ch.isalnum() else '_' for ch in g.dataset)}.png"
+        pairs = length_pairs(g, set(per_model))
+        if pairs:
+            lines = [length_statement(a, b, bins, gap_by_length(per_model[a], per_model[b], bins)) for a, b in pairs]
+            blocks += [BulletList(lines),
+                       Paragraph(f"Each difference with its 95% paired bootstrap interval ({RESAMPLES} resamples of "
+                                 "the seeds both models ran and, independently, of the bin's test sentences): it "
+                                 "covers the variance between seeds and the test sentences' sampling error.", "note")]
+        name = plot_name(g)
         try:
             from benchmarks.report.plots import FAMILY_COLORS, line_styles, new_figure, save_figure
 

@@ -27,6 +27,7 @@ from benchmarks.report import stats
 from benchmarks.report.analysis import analyse, best_of
 from benchmarks.report.diagnostics import as_json, evaluate
 from benchmarks.report.budget import held_equal
+from benchmarks.report.by_length import length_rows, plot_name
 from benchmarks.report.page_predicts import predicts_blocks
 from benchmarks.report.page_verdicts import VERDICT_WORD, family_verdict, pair_verdict as _verdict
 from benchmarks.report.document import BulletList, Block, Heading, Paragraph, Table, render_markdown
@@ -331,8 +332,9 @@ class _Builder:
             where = f"when[{i}]"
             an, folders = _analyse(spec, self.root, where)
             results = sweep_results(an)
-            if not results:
-                raise PageError(f"page.yaml: {where}: no swept diagnostic in {', '.join(folders)}")
+            lengths = [(g, row) for g in an.groups for row in length_rows(g)]
+            if not results and not lengths:
+                raise PageError(f"page.yaml: {where}: no swept diagnostic and no BLEU by length in {', '.join(folders)}")
             scope = Scope(", ".join(folders), an.records, self.root / folders[0])
             notes.append(f"{spec.get('title', folders[0])}: {self.text(spec.get('note', ''), scope, where + ' note')}")
             for res in results:
@@ -340,6 +342,11 @@ class _Builder:
                 for text, c in res.crossovers.items():
                     rows.append([res.title, f"{res.axis}: {', '.join(map(str, res.values))}", text, c.statement,
                                  f"[plot]({plot}) · {_link(folders[0])}"])
+            for g, (bins, pair, statement) in lengths:
+                plot = f"{folders[0]}/plots/{plot_name(g)}"
+                rows.append([f"Translation by sentence length ({g.base_dataset or g.dataset})",
+                             "reference length: " + ", ".join(f"{lo}-{hi}" for lo, hi in bins), pair, statement,
+                             f"[plot]({plot}) · {_link(folders[0])}"])
         return [Heading(2, "When attention wins"),
                 Paragraph("Each row: one expectation of a swept diagnostic, tested at every value of its axis (3 seeds "
                           "or more per point), and where along the axis its verdict flips, read off the records."),
