@@ -9,8 +9,8 @@ crossover beside a real-data sweep's, each marked agree / disagree / undecided. 
       sweep:                                            # optional
         small: {folder: reference/.../when, diagnostic: homophily}
         real: {folder: reference/.../when_real, diagnostic: homophily}
-        expect: "attention > other"
-      reasons: {cnn: "...", sweep: "..."}              # one per disagreement, none where they agree
+        expect: ["attention > other", "cnn > other"]   # one or a list of the diagnostics' expectations
+      reasons: {cnn: "...", "cnn > other": "..."}      # one per disagreement (rnn, cnn or an expectation)
 
 A disagreement without its reason, or a reason where the two agree, is a :class:`PageError`, so
 the reasons cannot go stale as records change.
@@ -78,10 +78,11 @@ def _sweep(analyse: Callable[..., Any], spec: dict[str, Any], expect: str, where
 
 def _check_reason(reasons: dict[str, Any], key: str, verdict: str, what: str, where: str) -> str:
     reason = reasons.get(key)
+    name = key if key in ("rnn", "cnn") else repr(key)
     if verdict == "disagree" and not reason:
-        raise PageError(f"page.yaml: {where}: {what} disagree: give the reason as reasons.{key}")
+        raise PageError(f"page.yaml: {where}: {what} disagree: give the reason as reasons.{name}")
     if verdict == "agree" and reason:
-        raise PageError(f"page.yaml: {where}: {what} now agree: remove reasons.{key}")
+        raise PageError(f"page.yaml: {where}: {what} now agree: remove reasons.{name}")
     return " ".join(str(reason).split()) if reason else ""
 
 
@@ -107,9 +108,12 @@ def predicts_blocks(specs: list[dict[str, Any]], runs: dict[str, Any], root: Pat
         if run is None:
             raise PageError(f"page.yaml: {where}: no headline titled {spec['headline']!r} (have: {', '.join(runs)})")
         reasons = spec.get("reasons") or {}
-        unknown = set(reasons) - {"rnn", "cnn", "sweep"}
+        sw = spec.get("sweep") or {}
+        expects = [sw["expect"]] if isinstance(sw.get("expect"), str) else list(sw.get("expect") or [])
+        unknown = set(reasons) - {"rnn", "cnn", *expects}
         if unknown:
-            raise PageError(f"page.yaml: {where}: reasons.{sorted(unknown)[0]} is not one of rnn, cnn, sweep")
+            raise PageError(f"page.yaml: {where}: reasons.{sorted(unknown)[0]} is not one of rnn, cnn"
+                            + "".join(f", {e!r}" for e in expects))
         an, folders = analyse(spec["small"], where + " small")
         small = _group(an, spec["small"].get("diagnostic"), where)
         for fam, label in FAMILIES:
@@ -123,14 +127,12 @@ def predicts_blocks(specs: list[dict[str, Any]], runs: dict[str, Any], root: Pat
             rows.append([spec["domain"], f"attention {label}", f"{small.diagnostic}: {s_text}",
                          f"{run.group.base_dataset or run.group.dataset}: {b_text}",
                          verdict, reason or "–"])
-        sw = spec.get("sweep")
-        if sw:
-            expect = sw.get("expect", "")
-            a, fa = _sweep(analyse, sw.get("small") or {}, expect, where + " sweep.small")
-            b, fb = _sweep(analyse, sw.get("real") or {}, expect, where + " sweep.real")
+        for expect in expects:
+            a, _ = _sweep(analyse, sw.get("small") or {}, expect, where + " sweep.small")
+            b, _ = _sweep(analyse, sw.get("real") or {}, expect, where + " sweep.real")
             verdict = crossovers_agree(a, b)
             tally[verdict] += 1
-            reason = _check_reason(reasons, "sweep", verdict, f"the crossovers of {expect!r}", where)
+            reason = _check_reason(reasons, expect, verdict, f"the crossovers of {expect!r}", where)
             rows.append([spec["domain"], f"crossover of {expect} along {sw['small'].get('diagnostic')}",
                          f"synthetic: {a.statement}", f"real: {b.statement}", verdict, reason or "–"])
     return [Heading(2, "Does the small answer predict the big one?"),

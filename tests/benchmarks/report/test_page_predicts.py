@@ -55,7 +55,7 @@ def test_a_disagreement_without_its_reason_is_refused(tmp_path):
     def drop(predicts):
         for p in predicts:
             p.pop("reasons", None)
-    with pytest.raises(PageError, match=r"disagree: give the reason as reasons\.(rnn|cnn)"):
+    with pytest.raises(PageError, match=r"disagree: give the reason as reasons\.(rnn|cnn|'cnn > other')"):
         build_page(_spec_with(tmp_path, drop))
 
 
