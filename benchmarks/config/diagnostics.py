@@ -48,8 +48,9 @@ DIAGNOSTIC_SCHEMA = {
                        doc="run more seeds (3 a round) for the two models of each expectation still undecided "
                            "after the run, until it is decided or they have this many (null: the config's seeds only)"),
     "sweep": Field("str", None, nullable=True,
-                   doc="the dataset parameter its cells sweep (a list in dataset_params): its expectations are tested "
-                       "at each value and the report says where along it each verdict flips"),
+                   doc="the dataset parameter its cells sweep (a list in dataset_params), or train_fraction (a list "
+                       "in the suite): its expectations are tested at each value and the report says where along it "
+                       "each verdict flips"),
     "margin": Field("float", None, nullable=True, minimum=0, min_open=True,
                     doc="what 'level' means for its '~' expectations: the largest difference, in the metric's units "
                         "(accuracy 0-1, BLEU 0-100), that counts as level; tested by two one-sided tests (TOST)"),
@@ -148,8 +149,12 @@ def check_diagnostics(cfg: dict[str, Any], cells: Iterable[Any], source: str, pr
 
 
 def _check_sweep(name: str, axis: str, cells: list[Any], source: str, problems: Problems) -> None:
-    """A diagnostic's ``sweep`` names a dataset parameter its cells run at two or more values."""
-    values = {repr((c.config.get("dataset_params") or {}).get(axis)) for c in cells}
+    """A diagnostic's ``sweep`` names a dataset parameter its cells run at two or more values, or
+    ``train_fraction`` when the suite's ``train_fraction`` is a list of two or more."""
+    if axis == "train_fraction":
+        values = {repr(getattr(c, "train_fraction", None)) for c in cells}
+    else:
+        values = {repr((c.config.get("dataset_params") or {}).get(axis)) for c in cells}
     if len(values) < 2 or "None" in values:
         swept = sorted({k for c in cells for k in (c.config.get("dataset_params") or {})})
         problems.add(f"{source}: diagnostics.{name}.sweep={axis!r}: its cells do not run {axis!r} at two or more values "

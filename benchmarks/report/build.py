@@ -90,10 +90,14 @@ def _group_blocks(g: Group, an: Analysis, plots_dir: Path, out: Path, written: d
     blocks.append(comparison_table(g, an.confidence))
     blocks.append(BulletList([c.message for c in g.comparisons]))
     blocks.append(Paragraph(
-        f"Difference = attention − baseline in {g.metric}; best model of a family by mean "
-        f"(the interval does not account for that selection). Paired t-interval when both models ran the "
-        f"same seeds, Welch otherwise. Verdict: the {pct}% CI excludes 0 (better/worse w.r.t. the metric's "
-        f"direction) or not (no significant difference); with fewer than {stats.MIN_SEEDS} successful seeds "
+        f"Difference = attention − baseline in {g.metric}; the best model of a family is chosen on validation "
+        f"(its mean best-validation score), so the test set that compares two models did not pick them. Paired "
+        f"t-test and interval when both models ran the same seeds, Welch otherwise; when every seed gives the same "
+        f"difference, the exact permutation test instead (a zero-width interval never decides). Verdict: the test "
+        f"is significant at {100 - pct}% (better/worse w.r.t. the metric's direction) or not (no significant "
+        f"difference; not a claim of equality: that needs a margin, see the diagnostics' '~'); the interval covers "
+        f"the variance between seeds on one fixed split, not the test set's own sampling error. With fewer than "
+        f"{stats.MIN_SEEDS} successful seeds "
         f"in either model: too few seeds (n = the smaller count), no verdict. Intervals of bounded metrics are "
         f"clipped to the metric's range (marked); tied seeds show \"identical\" instead of a zero-width interval.",
         "note"))

@@ -127,6 +127,11 @@ def crossover(values: list[Any], rows: list[DiagnosticRow], mode: str, left: str
                      at, low, high, better, worse)
 
 
+def _at(g: Group, axis: str) -> Any:
+    """A group's value on the axis: its dataset parameter, or its training-set fraction."""
+    return g.train_fraction if axis == "train_fraction" else g.point[axis]
+
+
 def sweep_results(an: Analysis) -> list[SweepResult]:
     """Every swept diagnostic of the analysed suites, tested point by point along its axis."""
     out = []
@@ -134,13 +139,14 @@ def sweep_results(an: Analysis) -> list[SweepResult]:
         axis = body.get("sweep")
         if not axis:
             continue
-        gs = [g for g in an.groups if g.suite == suite and g.diagnostic == name and axis in g.point]
-        gs.sort(key=lambda g: (_num(g.point[axis]) is None, _num(g.point[axis]) or 0.0, str(g.point[axis])))
-        res = SweepResult(suite, name, str(axis), body, [g.point[axis] for g in gs], gs)
+        gs = [g for g in an.groups if g.suite == suite and g.diagnostic == name
+              and (axis in g.point or axis == "train_fraction")]
+        gs.sort(key=lambda g: (_num(_at(g, axis)) is None, _num(_at(g, axis)) or 0.0, str(_at(g, axis))))
+        res = SweepResult(suite, name, str(axis), body, [_at(g, axis) for g in gs], gs)
         for g in gs:
             for m in g.models:
                 for r in m.failed:
-                    res.failed.append(f"{axis}={g.point[axis]}: {m.model} seed {r.get('seed')}: "
+                    res.failed.append(f"{axis}={_at(g, axis)}: {m.model} seed {r.get('seed')}: "
                                       f"{r.get('reason') or 'failed'}")
         for exp in expectations(name, body, an):
             rows = [test_expectation(g, exp, body, an.confidence) for g in gs]

@@ -81,3 +81,26 @@ def test_crossover_in_log_x_when_the_axis_spans_decades(tmp_path):
 
 def test_too_few_points_or_no_difference():
     assert "too few points" in crossover([0.5], [], "max", "a", "b").statement
+
+
+def test_the_training_fraction_is_an_axis_too(tmp_path):
+    """sweep: train_fraction (the suite's list): each fraction its own point, the crossover between."""
+    suite_dir = tmp_path / SUITE
+    cells = []
+    fracs = [0.01, 0.1, 1.0]
+    for model, per_x in {"transformer": _pts([0.80, 0.98, 0.99]), "tcn": _pts([0.90, 0.94, 0.95], (0.004, -0.006, 0.0))}.items():
+        for x, vals in zip(fracs, per_x):
+            for seed, v in enumerate(vals):
+                rec = make_record("toy", "synth", model, seed, "acc", "max", v)
+                rec["config"].update(diagnostic="d", train_fraction=x)
+                rec["cell_id"] = f"{model}-{x}-{seed}"
+                write_json_atomic(record_path(suite_dir, rec), rec)
+                cells.append({"cell_id": rec["cell_id"], "task": "toy", "dataset": "synth", "model": model,
+                              "family": rec["family"], "seed": seed, "config": rec["config"]})
+    body = {"title": "D", "tests": "t.", "why": "w.", "expect": ["attention > cnn"], "sweep": "train_fraction"}
+    write_json_atomic(suite_dir / MANIFEST, {"suite": SUITE, "cells": cells,
+                                             "config": {"suite": SUITE, "diagnostics": {"d": body}}})
+    (res,) = sweep_results(analyse(suite_dir))
+    assert res.values == fracs
+    c = res.crossovers["attention > cnn"]
+    assert c.worse_at == [0.01] and c.better_at == [0.1, 1.0] and 0.01 < c.at < 0.1
