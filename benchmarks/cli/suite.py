@@ -33,6 +33,8 @@ def add_run(sub: argparse._SubParsersAction) -> None:
                    "the cell ids are those of the whole suite, so a later run of it into the same --out skips them, "
                    "and the folder's manifest lists the whole suite, so the report counts the cells still to run "
                    "(the suite's micro_benchmarks still run)")
+    p.add_argument("--models", metavar="M1,M2", help="run only the cells of these models: a slice, as --tasks (the "
+                   "same cell ids; with --tasks, the cells of both)")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, run nothing")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import MODULE first, so it can register models, datasets or tasks (repeatable; "
@@ -83,6 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for line in notices:
         print(f"note: {line}")
     only_tasks = _only_tasks(cfg, args.tasks) if args.tasks is not None else None
+    only_models = _only_models(cfg, args.models) if getattr(args, "models", None) is not None else None
     if args.print_config:
         import yaml
 
@@ -97,6 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         force=args.force,
         retry_failed=args.retry_failed,
         only_tasks=only_tasks,
+        only_models=only_models,
     )
     cells = run_cells(expand(cfg), opts)
     if args.jobs is None and cfg.get("jobs") and args.launcher == "local" and not args.gpus:
@@ -201,6 +205,18 @@ def _only_tasks(cfg: dict, tasks: str) -> tuple[str, ...]:
     if unknown:
         raise CliError(f"--tasks {tasks!r}: {', '.join(unknown)} not in suite {cfg['suite']!r}; "
                        f"its tasks: {', '.join(present)}")
+    return tuple(wanted)
+
+
+def _only_models(cfg: dict, models: str) -> tuple[str, ...]:
+    """The model names of ``--models`` (comma-separated); a model the suite does not run is a
+    one-line usage error listing those it runs."""
+    wanted = [m.strip() for m in models.split(",") if m.strip()]
+    present = list(dict.fromkeys(c.model for c in expand(cfg)))
+    unknown = [m for m in wanted if m not in present]
+    if not wanted or unknown:
+        what = f"{', '.join(unknown)} not in suite {cfg['suite']!r}" if unknown else "expected model names separated by commas"
+        raise CliError(f"--models {models!r}: {what}; its models: {', '.join(present)}")
     return tuple(wanted)
 
 

@@ -45,6 +45,8 @@ class RunOptions:
     #: Run only the cells of these tasks (``--tasks``): a slice. The manifest still lists every
     #: cell of the suite, so the report counts the other slices' cells as still to run.
     only_tasks: tuple[str, ...] | None = None
+    #: ... and of these models (``--models``), the same way.
+    only_models: tuple[str, ...] | None = None
     #: Train only: the fit as configured (its validation and checkpoints included), then no
     #: test (``bench train`` and ``attnbench profile``, which measure training steps; on real
     #: data the beam-search test of a translation cell took 98 of a round's 180 s). The record

@@ -82,7 +82,9 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
     summary = RunSummary(skipped=len(selected) - len(todo), standing_failed=n_failed_prev)
     log = opts.log
     launcher = launcher or InlineLauncher(opts)
-    sliced = f", {len(selected)} of tasks {','.join(opts.only_tasks)}" if opts.only_tasks is not None else ""
+    slices = [f"{what} {','.join(names)}" for what, names in (("tasks", opts.only_tasks), ("models", opts.only_models))
+              if names is not None]
+    sliced = f", {len(selected)} of {' and '.join(slices)}" if slices else ""
     log(f"suite {suite!r}: {len(cells)} cells{sliced}, {summary.skipped} already finished, {len(todo)} to run "
         f"-> {opts.out} (launcher: {launcher.name})")
     if todo:
@@ -118,8 +120,9 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
 
 
 def run_cells(cells: list, opts: RunOptions) -> list:
-    """The cells this run is for: all, or those of ``opts.only_tasks``."""
-    return [c for c in cells if opts.only_tasks is None or c.task in opts.only_tasks]
+    """The cells this run is for: all, or those of ``opts.only_tasks`` and ``opts.only_models``."""
+    return [c for c in cells if (opts.only_tasks is None or c.task in opts.only_tasks)
+            and (opts.only_models is None or c.model in opts.only_models)]
 
 
 def run_micro_benchmarks(cfg: dict[str, Any], opts: RunOptions) -> list[str]:

@@ -69,3 +69,14 @@ def test_list_shows_tasks_models_and_families(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "graph_attention" in out and "attention, pattern graph" in out and "\n  quick " in out
+
+
+def test_models_slice_is_checked_in_one_line(capsys):
+    from benchmarks.cli import main
+
+    assert main(["run", "quick", "--models", "nosuch", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--models 'nosuch': nosuch not in suite 'quick'; its models:" in err and "transformer" in err
+    assert main(["run", "quick", "--models", "gcn", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "valid; 3 cells" in out and "sbm/gcn seed=0" in out

@@ -462,3 +462,16 @@ def test_a_failure_from_outside_the_cell_is_retried_without_asking(tmp_path, mon
     assert recs["broken"]["failure"] == "cell" and "deliberately broken" in recs["broken"]["reason"]
     s = run_suite(cfg, opts)  # the cell's own failure stands
     assert s.ran == 0 and s.standing_failed == 1
+
+
+def test_a_model_slice_runs_only_its_cells_with_the_suites_ids(tmp_path):
+    """``--models`` (``only_models``) runs the named models' cells, with the ids the whole suite gives
+    them; the others stay to run."""
+    from benchmarks.config.suite import expand
+
+    cfg = validate_suite(_suite(["linear", "broken"]))
+    opts, lines = _opts(tmp_path, only_models=("linear",))
+    s = run_suite(cfg, opts)
+    assert (s.ran, s.failed) == (2, []) and "4 cells, 2 of models linear" in lines[0]
+    ran = {json.loads(p.read_text())["cell_id"] for p in (opts.out / "runs").rglob("*.json")}
+    assert ran == {c.cell_id for c in expand(cfg) if c.model == "linear"}
