@@ -211,6 +211,8 @@ def _only_tasks(cfg: dict, tasks: str) -> tuple[str, ...]:
 def _only_models(cfg: dict, models: str) -> tuple[str, ...]:
     """The model names of ``--models`` (comma-separated); a model the suite does not run is a
     one-line usage error listing those it runs."""
+    from benchmarks.config.suite import expand
+
     wanted = [m.strip() for m in models.split(",") if m.strip()]
     present = list(dict.fromkeys(c.model for c in expand(cfg)))
     unknown = [m for m in wanted if m not in present]
