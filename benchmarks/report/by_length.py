@@ -21,7 +21,7 @@ from benchmarks.report.document import Block, BulletList, Heading, Image, Paragr
 from benchmarks.report.item_ci import model_items
 from benchmarks.report.results import Analysis, Group
 
-__all__ = ["length_bins", "bleu_by_length", "gap_by_length", "length_pairs", "length_statement", "length_rows", "plot_name", "by_length_blocks"]
+__all__ = ["length_bins", "bleu_by_length", "gap_by_length", "length_pairs", "length_statement", "length_rows", "plot_name", "bin_label", "by_length_blocks"]
 
 BINS = 5
 #: bootstrap resamples per bin (each a corpus BLEU per seed and model)
@@ -87,7 +87,8 @@ def length_pairs(g: Group, have: set[str]) -> list[tuple[str, str]]:
     return [p for i, p in enumerate(pairs) if p[0] in have and p not in pairs[:i]]
 
 
-def _range(lo: int, hi: int) -> str:
+def bin_label(lo: int, hi: int) -> str:
+    """``12-13`` for a bin of lengths, ``11`` for a bin of one length."""
     return f"{lo}" if lo == hi else f"{lo}-{hi}"
 
 
@@ -97,11 +98,11 @@ def length_statement(a: str, b: str, bins: list[tuple[int, int]], gaps: list[Any
     ok = [(bn, g) for bn, g in zip(bins, gaps) if g is not None]
     if not ok:
         return f"{a} - {b}: no interval (fewer than 2 common seeds)"
-    better = [_range(*bn) for bn, g in ok if g.low > 0]
-    worse = [_range(*bn) for bn, g in ok if g.high < 0]
+    better = [bin_label(*bn) for bn, g in ok if g.low > 0]
+    worse = [bin_label(*bn) for bn, g in ok if g.high < 0]
     (b0, g0), (b1, g1) = ok[0], ok[-1]
-    parts = [f"{f'{a} - {b}: ' if named else ''}{g0.diff:+.1f} BLEU [{g0.low:+.1f}, {g0.high:+.1f}] at {_range(*b0)} words, "
-             f"{g1.diff:+.1f} [{g1.low:+.1f}, {g1.high:+.1f}] at {_range(*b1)}"]
+    parts = [f"{f'{a} - {b}: ' if named else ''}{g0.diff:+.1f} BLEU [{g0.low:+.1f}, {g0.high:+.1f}] at {bin_label(*b0)} words, "
+             f"{g1.diff:+.1f} [{g1.low:+.1f}, {g1.high:+.1f}] at {bin_label(*b1)}"]
     parts.append(f"ahead in {len(better)} of {len(ok)} bins" + (f" ({', '.join(better)})" if better else "")
                  + (f", behind in {len(worse)} ({', '.join(worse)})" if worse else ", behind in none"))
     if better and worse:
@@ -151,7 +152,7 @@ def by_length_blocks(an: Analysis, plots_dir: Path, written: dict[str, Path], wa
         bins = length_bins(lengths)
         table = {model: bleu_by_length(items, bins) for model, items in per_model.items()}
         counts = [int(((lengths >= lo) & (lengths <= hi)).sum()) for lo, hi in bins]
-        headers = ["model"] + [f"{lo}{'' if lo == hi else f'-{hi}'} words ({n} sentences)" for (lo, hi), n in zip(bins, counts)]
+        headers = ["model"] + [f"{bin_label(lo, hi)} words ({n} sentences)" for (lo, hi), n in zip(bins, counts)]
         rows = [[model] + [("–" if c is None else f"{c[0]:.1f} ({c[1]:.1f}-{c[2]:.1f})") for c in cells]
                 for model, cells in table.items()]
         blocks += [Heading(3, f"{g.task} / {g.dataset}: BLEU by sentence length", f"length-{g.task}-{g.dataset}"),

@@ -27,7 +27,7 @@ from benchmarks.report import stats
 from benchmarks.report.analysis import analyse, best_of
 from benchmarks.report.diagnostics import as_json, evaluate
 from benchmarks.report.budget import held_equal
-from benchmarks.report.by_length import length_rows, plot_name
+from benchmarks.report.by_length import bin_label, length_rows, plot_name
 from benchmarks.report.page_predicts import predicts_blocks
 from benchmarks.report.page_verdicts import VERDICT_WORD, family_verdict, pair_verdict as _verdict
 from benchmarks.report.document import BulletList, Block, Heading, Paragraph, Table, render_markdown
@@ -345,7 +345,7 @@ class _Builder:
             for g, (bins, pair, statement) in lengths:
                 plot = f"{folders[0]}/plots/{plot_name(g)}"
                 rows.append([f"Translation by sentence length ({g.base_dataset or g.dataset})",
-                             "reference length: " + ", ".join(f"{lo}-{hi}" for lo, hi in bins), pair, statement,
+                             "reference length: " + ", ".join(bin_label(lo, hi) for lo, hi in bins), pair, statement,
                              f"[plot]({plot}) · {_link(folders[0])}"])
         return [Heading(2, "When attention wins"),
                 Paragraph("Each row: one expectation of a swept diagnostic, tested at every value of its axis (3 seeds "
