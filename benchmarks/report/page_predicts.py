@@ -107,8 +107,15 @@ def predicts_blocks(specs: list[dict[str, Any]], runs: dict[str, Any], root: Pat
         run = runs.get(spec["headline"])
         if run is None:
             raise PageError(f"page.yaml: {where}: no headline titled {spec['headline']!r} (have: {', '.join(runs)})")
-        reasons = spec.get("reasons") or {}
+        if not isinstance(spec["small"], dict) or not {"folder", "diagnostic"} <= set(spec["small"]):
+            raise PageError(f"page.yaml: {where}: small: a mapping with folder and diagnostic expected")
         sw = spec.get("sweep") or {}
+        if not isinstance(sw, dict) or (sw and not all(isinstance(sw.get(k), dict) for k in ("small", "real"))):
+            raise PageError(f"page.yaml: {where}: sweep: a mapping with small and real (each folder and diagnostic) "
+                            "and expect expected")
+        reasons = spec.get("reasons") or {}
+        if not isinstance(reasons, dict):
+            raise PageError(f"page.yaml: {where}: reasons: a mapping of rnn, cnn or an expectation to its reason expected")
         expects = [sw["expect"]] if isinstance(sw.get("expect"), str) else list(sw.get("expect") or [])
         unknown = set(reasons) - {"rnn", "cnn", *expects}
         if unknown:

@@ -65,3 +65,14 @@ def test_a_reason_beside_an_agreement_is_refused(tmp_path):
         graphs["reasons"] = {"cnn": "stale words"}
     with pytest.raises(PageError, match=r"now agree: remove reasons\.cnn"):
         build_page(_spec_with(tmp_path, add))
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda p: p[0].update(small="quick"), "small: a mapping with folder and diagnostic expected"),
+    (lambda p: p[0].update(sweep=["x"]), "sweep: a mapping with small and real"),
+    (lambda p: p[0].update(reasons="because"), "reasons: a mapping"),
+    (lambda p: p[0].update(headline="Nowhere"), "no headline titled 'Nowhere'"),
+])
+def test_a_malformed_entry_is_one_page_error(tmp_path, edit, needle):
+    with pytest.raises(PageError, match=needle):
+        build_page(_spec_with(tmp_path, edit))
