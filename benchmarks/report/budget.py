@@ -146,9 +146,14 @@ def _trainer(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cap_text(v: Any) -> str:
-    if isinstance(v, dict):  # calibrated: {seconds, reference}
-        return f"{v.get('seconds'):g} s on {v.get('reference')} (calibrated)"
-    return f"{float(v):g} s"
+    if isinstance(v, dict) and isinstance(v.get("seconds"), (int, float)):  # calibrated: {seconds, reference}
+        return f"{v['seconds']:g} s on {v.get('reference')} (calibrated)"
+    return f"{v:g} s" if isinstance(v, (int, float)) and not isinstance(v, bool) else f"{v!r} s"
+
+
+def _plain(v: Any) -> Any:
+    """A record's value as something hashable (a broken record's list or mapping as its text)."""
+    return v if v is None or isinstance(v, (int, float, str)) else repr(v)
 
 
 def held_equal(models: Iterable[Any]) -> tuple[str, str]:
@@ -164,9 +169,9 @@ def held_equal(models: Iterable[Any]) -> tuple[str, str]:
         trainers = [t for t in map(_trainer, m.ok) if t]
         if not trainers:
             continue
-        per[m.model] = {(t.get("max_epochs"), t.get("max_steps", -1),
+        per[m.model] = {(_plain(t.get("max_epochs")), _plain(t.get("max_steps", -1)),
                          _cap_text(t["max_time_s"]) if t.get("max_time_s") is not None else None) for t in trainers}
-        patience[m.model] = {t.get("early_stopping_patience") for t in trainers}
+        patience[m.model] = {p for t in trainers if isinstance(p := t.get("early_stopping_patience"), int)}
         if time_capped(m.ok):
             capped.append(m.model)
     if not per:

@@ -54,3 +54,9 @@ def test_own_epoch_ceilings_with_early_stopping_hold_the_stopping_rule():
 
 def test_no_trainer_in_the_records_says_so():
     assert held_equal([SimpleNamespace(model="a", ok=[{"model": "a"}])])[0] == "–"
+
+
+def test_a_broken_trainer_in_a_record_is_shown_not_raised():
+    short, text = held_equal([_model("a", max_epochs=[2], max_time_s="soon", early_stopping_patience="x"),
+                              _model("b", max_epochs=2)])
+    assert short == "nothing (own caps)" and "'soon' s" in text
