@@ -14,7 +14,8 @@ The sidecar is JSON (schema :data:`SCHEMA`), its arrays packed (a test set of 25
      "ids": {"range": [0, N]} | <int array>,         # ascending: dataset index or position in data order
      "correct": {"bits": <base64 of numpy.packbits>, "n": N},            # (N,) bool; or, translation:
      "stats": {"metric": "bleu", "fields": [...], "rows": <int array (N, 10)>},  # sacreBLEU's sentence stats
-     "group": {"unit": "sentence", "ids": ..., "sizes": <int array (E,)>}}     # units finer than examples
+     "group": {"unit": "sentence", "ids": ..., "sizes": <int array (E,)>},    # units finer than examples
+     "axis": {"name": "head_distance", "values": <int array (N,)>}}          # a per-unit covariate, if any
 
 An ``<int array>`` is ``{"dtype": "uint16", "shape": [...], "data": <base64, little-endian>}`` (the
 smallest unsigned type that holds it; ``int64`` with negatives). Units are in data order: examples
@@ -58,6 +59,8 @@ class Items(NamedTuple):
     group_of: np.ndarray | None = None  #: (N,) int64 each unit's example (its dataset index), else None
     fields: tuple[str, ...] | None = None  #: the statistics' column names
     metric: str | None = None  #: what ``values`` score (the record's metric name)
+    axis: str | None = None  #: a per-unit covariate's name (POS on UD: ``head_distance``), else None
+    axis_values: np.ndarray | None = None  #: (N,) int64 its value per unit
 
 
 def items_path(record_path: str | os.PathLike) -> Path:
@@ -124,6 +127,8 @@ def write_items(record_path: str | os.PathLike, items: Any, *, cell_id: str, met
     if items.group is not None:
         doc["group"] = {"unit": items.group, "ids": _encode_ids(items.group_ids),
                         "sizes": encode_ints(items.group_sizes)}
+    if getattr(items, "axis", None) is not None:
+        doc["axis"] = {"name": items.axis, "values": encode_ints(items.axis_values)}
     path = R.write_json_atomic(items_path(record_path), doc)
     data = path.read_bytes()
     return {"file": path.name, "unit": items.unit, "n": doc["n"], "bytes": len(data),
@@ -168,11 +173,14 @@ def load_items(record: str | os.PathLike | dict[str, Any]) -> Items | None:
         g = doc["group"]
         group = str(g["unit"])
         group_of = np.repeat(_decode_ids(g["ids"]), decode_ints(g["sizes"]))
-    if len(ids) != n or len(values) != n or (group_of is not None and len(group_of) != n):
+    axis = doc.get("axis")
+    axis_values = decode_ints(axis["values"]) if axis else None
+    if len(ids) != n or len(values) != n or any(a is not None and len(a) != n for a in (group_of, axis_values)):
         warnings.warn(f"{path}: its arrays do not hold n={n} units: left out")
         return None
     return Items(str(doc["unit"]), ids, values, group, group_of,
-                 tuple(stats["fields"]) if stats else None, (stats or {}).get("metric") or (rec.get("metric") or {}).get("name"))
+                 tuple(stats["fields"]) if stats else None, (stats or {}).get("metric") or (rec.get("metric") or {}).get("name"),
+                 str(axis["name"]) if axis else None, axis_values)
 
 
 # --------------------------------------------------------------------------- metrics

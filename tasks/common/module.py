@@ -110,6 +110,9 @@ class StepOutput:
     items: Tensor | None = None
     #: ``(B, L)`` bool: which positions of ``items`` are units (padding, unscored nodes excluded)
     item_mask: Tensor | None = None
+    #: ``items``' shape, int: each unit's value on the task's :attr:`TaskModule.item_axis` (POS on
+    #: UD: the word's distance to its syntactic head), kept beside its correctness; else None
+    item_axis: Tensor | None = None
 
 
 @dataclass
@@ -125,6 +128,8 @@ class ItemOutcomes:
     group_ids: np.ndarray | None = None  #: (E,) int64 those examples' dataset indices, ascending
     group_sizes: np.ndarray | None = None  #: (E,) int64 units per example, in that order
     fields: tuple[str, ...] | None = None  #: names of the statistics' columns
+    axis: str | None = None  #: the name of a per-unit covariate (:attr:`TaskModule.item_axis`), else None
+    axis_values: np.ndarray | None = None  #: (N,) int64 its value per unit, in the order of ``values``
 
 
 class EpochMeans:
@@ -166,6 +171,9 @@ class TaskModule(L.LightningModule):
     #: the example several units belong to (None: units are the sampled items themselves)
     item_unit: str | None = None
     item_group: str | None = None
+    #: the name of the per-unit value a task's steps return as :attr:`StepOutput.item_axis` (an axis
+    #: the report bins test outcomes by, without retraining), or None
+    item_axis: str | None = None
 
     def __init__(
         self,
@@ -199,7 +207,7 @@ class TaskModule(L.LightningModule):
         self._unlogged: set[str] = set()  # stages whose epoch_means are not logged yet
         #: whether test steps keep per-unit outcomes (off: measure the test epoch without them)
         self.collect_items = True
-        self._item_batches: list[tuple[Tensor, Tensor | None]] = []  # this test epoch's, on the device
+        self._item_batches: list[tuple[Tensor, Tensor | None, Tensor | None]] = []  # this test epoch's, on the device
         #: the last test epoch's per-unit outcomes in data order (one process), else None
         self.test_items: ItemOutcomes | None = None
 
@@ -274,7 +282,8 @@ class TaskModule(L.LightningModule):
 
     def _keep_items(self, out: StepOutput) -> None:
         if out.items is not None:  # device tensors: read once, at the epoch's end
-            self._item_batches.append((out.items.detach(), None if out.item_mask is None else out.item_mask.detach()))
+            self._item_batches.append((out.items.detach(), None if out.item_mask is None else out.item_mask.detach(),
+                                       None if out.item_axis is None else out.item_axis.detach()))
 
     def _test_batches(self, sizes: list[int]) -> list[list[int]] | None:
         """The dataset indices of each test batch, drawn again from the test loader's batch sampler
@@ -290,11 +299,12 @@ class TaskModule(L.LightningModule):
         return first if first == again and [len(b) for b in first] == sizes else None
 
     def finish_items(self, values: np.ndarray, counts: np.ndarray, sizes: list[int],
-                     fields: tuple[str, ...] | None = None) -> None:
+                     fields: tuple[str, ...] | None = None, axis: np.ndarray | None = None) -> None:
         """Set :attr:`test_items` from the test epoch's outcomes in batch order: ``values`` (M,) or
         (M, K), the units of every example one after another; ``counts`` (E,) units per example;
         ``sizes`` examples per batch. Examples go to data order (stable: an example's units keep
-        theirs); a loader whose batches cannot be matched leaves it None, with a warning."""
+        theirs); a loader whose batches cannot be matched leaves it None, with a warning. ``axis``
+        (M,): each unit's :attr:`item_axis` value, reordered with them."""
         from lightning.pytorch.utilities import rank_zero_warn
 
         self.test_items = None
@@ -313,22 +323,28 @@ class TaskModule(L.LightningModule):
         ids = group_ids if one_each else np.arange(len(values), dtype=np.int64)
         grouped = self.item_group is not None
         self.test_items = ItemOutcomes(self.item_unit or "item", ids, values, self.item_group,
-                                       group_ids if grouped else None, group_sizes if grouped else None, fields)
+                                       group_ids if grouped else None, group_sizes if grouped else None, fields,
+                                       self.item_axis if axis is not None else None,
+                                       None if axis is None else np.asarray(axis, dtype=np.int64)[units])
 
     def _finish_step_items(self) -> None:
         """The test epoch's kept step items, read once (one copy each for values and masks)."""
         kept, self._item_batches = self._item_batches, []
         if not kept:
             return
-        values = torch.cat([v.reshape(-1) for v, _ in kept]).cpu().numpy()
+        values = torch.cat([v.reshape(-1) for v, _, _ in kept]).cpu().numpy()
         masks = torch.cat([(m if m is not None else torch.ones_like(v, dtype=torch.bool)).reshape(-1)
-                           for v, m in kept]).cpu().numpy().astype(bool)
+                           for v, m, _ in kept]).cpu().numpy().astype(bool)
+        axis = None  # every batch's, or none
+        if all(a is not None for _, _, a in kept):
+            axis = torch.cat([a.reshape(-1) for _, _, a in kept]).cpu().numpy()[masks]
         rows, pos = [], 0  # per example: how many of its positions are units
-        for v, _ in kept:
+        for v, _, _ in kept:
             n = v.numel()
             rows.append(masks[pos:pos + n].reshape(v.shape[0], -1).sum(1))
             pos += n
-        self.finish_items(values[masks].astype(bool), np.concatenate(rows), [v.shape[0] for v, _ in kept])
+        self.finish_items(values[masks].astype(bool), np.concatenate(rows), [v.shape[0] for v, _, _ in kept],
+                          axis=axis)
 
     def _close_means(self, stage: str) -> None:
         """End ``stage``'s epoch sums (one process): their means become :attr:`epoch_means`

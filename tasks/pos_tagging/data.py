@@ -1,8 +1,11 @@
 """POS-tagging data: Universal Dependencies treebanks (CoNLL-U) and a synthetic grammar.
 
 Every DataModule here is a :class:`tasks.common.data.SplitDataModule` whose items are
-sentences ``(words (L,), forms (L,), tags (L,), oov (L,))``:
+sentences ``(words (L,), forms (L,), tags (L,), oov (L,))``, and, where the treebank has a syntax
+(UD), ``arcs (L,)``:
 
+* ``arcs``: each word's distance in words to its syntactic head (0 for the root), the distance
+  axis of real data (issue 52): the report bins test accuracy by it;
 * ``words``: ids in the word vocabulary built from train (lower-cased by default; words seen
   fewer than ``min_freq`` times map to UNK, so the UNK vector is trained);
 * ``forms``: ids in the table of every distinct surface form of all splits, whose characters
@@ -11,7 +14,8 @@ sentences ``(words (L,), forms (L,), tags (L,), oov (L,))``:
 
 Batches are length-bucketed; :meth:`TaggingDataModule.collate` pads and builds the batch dict
 ``words/types (B, L)``, ``chars (T, W)`` (one row per distinct form of the batch, so the
-character encoder runs once per type), ``tags``, ``oov``, ``mask (B, L)`` (True = real word).
+character encoder runs once per type), ``tags``, ``oov``, ``mask (B, L)`` (True = real word), and
+``arcs (B, L)`` where the items have them.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ TREEBANKS = {
     "ar_padt": "UD_Arabic-PADT",
 }
 PAD, UNK, BOW, EOW = 0, 1, 2, 3  # special ids (chars use all four, words PAD/UNK)
-Sentence = tuple[list[str], list[str]]  # (forms, upos tags)
+Sentence = tuple[list[str], list[str]]  # (forms, upos tags); with heads=True also (L,) head distances
 
 
 # ----------------------------------------------------------------------------- CoNLL-U
@@ -93,31 +97,40 @@ def _check_conllu_lines(text: str, source: str) -> None:
                                   f"the 17 universal tags: {', '.join(UPOS)}", no)
 
 
-def parse_conllu(text: str, *, source: str = "<text>") -> list[Sentence]:
+def parse_conllu(text: str, *, source: str = "<text>", heads: bool = False) -> list[Sentence]:
     """Sentences of CoNLL-U ``text`` as ``(forms, upos)``: syntactic words only (integer ids);
     multi-word token ranges (``1-2``) and empty nodes (``8.1``) are skipped, comments ignored.
+    ``heads``: ``(forms, upos, arcs)``, ``arcs`` each word's distance to its head ``|HEAD - ID|``
+    (0 for the root, and where HEAD is ``_``).
     A malformed line raises :class:`~tasks.common.data.DataCorrupt` naming ``source`` and the line."""
     import conllu
 
     _check_conllu_lines(text, source)
     out: list[Sentence] = []
     with reading(source):
-        sents = conllu.parse(text, fields=("id", "form", "lemma", "upos"))  # the columns we read: ~3x faster
+        fields = ("id", "form", "lemma", "upos") + (("xpos", "feats", "head") if heads else ())
+        sents = conllu.parse(text, fields=fields)  # the columns we read: ~3x faster than all ten
     for sent in sents:
         words = [t for t in sent if isinstance(t["id"], int)]
         if words:
-            out.append(([t["form"] for t in words], [t["upos"] for t in words]))
+            tags = ([t["form"] for t in words], [t["upos"] for t in words])
+            out.append(tags + ([_arc(t) for t in words],) if heads else tags)
     return out
 
 
-def read_conllu(path: str | os.PathLike) -> list[Sentence]:
+def _arc(token: Any) -> int:
+    head = token.get("head")
+    return abs(head - token["id"]) if isinstance(head, int) and head > 0 else 0
+
+
+def read_conllu(path: str | os.PathLike, *, heads: bool = False) -> list[Sentence]:
     """:func:`parse_conllu` of a ``.conllu`` or ``.conllu.gz`` file (UTF-8); an absent file is
     :class:`~tasks.common.data.DataMissing`; an unreadable one (bad gzip, not UTF-8, a malformed
     line, no sentence at all) :class:`~tasks.common.data.DataCorrupt` naming the data-dir file."""
     p = Path(path)
     if not p.is_file():
         raise DataMissing(f"CoNLL-U file not found: {origin(p)}")
-    sents = parse_conllu(read_text(p), source=str(p))
+    sents = parse_conllu(read_text(p), source=str(p), heads=heads)
     if not sents:
         raise corrupt(p, "no sentence in the file (empty, or only comments and blank lines); CoNLL-U has one "
                          "word per line, 10 tab-separated columns, and a blank line after each sentence")
@@ -177,13 +190,13 @@ class TaggingDataModule(SplitDataModule):
     def load(self) -> dict[str, list[tuple[Tensor, Tensor, Tensor, Tensor]]]:
         raw = self.sentences()
         train = raw["train"]
-        counts = Counter(self._norm(w) for ws, _ in train for w in ws)
+        counts = Counter(self._norm(w) for ws, *_ in train for w in ws)
         self.words = Vocab(sorted(w for w, c in counts.items() if c >= self.min_freq))
-        self.chars = Vocab(sorted({c for ws, _ in train for w in ws for c in w}), ("<pad>", "<unk>", "<w>", "</w>"))
-        seen = {w for ws, _ in train for w in ws}
+        self.chars = Vocab(sorted({c for ws, *_ in train for w in ws for c in w}), ("<pad>", "<unk>", "<w>", "</w>"))
+        seen = {w for ws, *_ in train for w in ws}
         forms: dict[str, int] = {}
         for split in ("train", "val", "test"):
-            for ws, _ in raw[split]:
+            for ws, *_ in raw[split]:
                 for w in ws:
                     forms.setdefault(w, len(forms))
         rows = [torch.tensor([BOW] + [self.chars.get(c) for c in _clip_word(w, self.max_word_chars)] + [EOW])
@@ -192,7 +205,7 @@ class TaggingDataModule(SplitDataModule):
         out = {}
         for split in ("train", "val", "test"):
             items = []
-            for ws, ts in raw[split]:
+            for ws, ts, *arcs in raw[split]:
                 unknown = [t for t in ts if t not in self.tags]
                 if unknown:
                     raise ValueError(f"{split}: tag {unknown[0]!r} is not a UPOS tag; valid: {', '.join(UPOS)}")
@@ -201,7 +214,7 @@ class TaggingDataModule(SplitDataModule):
                     torch.tensor([forms[w] for w in ws]),
                     torch.tensor([self.tags.get(t) for t in ts]),
                     torch.tensor([w not in seen for w in ws]),
-                ))
+                ) + tuple(torch.tensor(a) for a in arcs))
             out[split] = items
         return out
 
@@ -211,14 +224,15 @@ class TaggingDataModule(SplitDataModule):
 
     def collate(self, items: list[tuple[Tensor, Tensor, Tensor, Tensor]]) -> dict[str, Tensor]:
         to = self.pad_length(items)  # None, or the length bucket's
-        (words, forms, tags, oov), mask = pad_fields(items, (PAD, 0, 0, False), to)  # each (B, L)
+        (words, forms, tags, oov, *arcs), mask = pad_fields(items, (PAD, 0, 0, False, 0)[:len(items[0])], to)  # (B, L)
         uniq, types = torch.unique(forms, return_inverse=True)  # types (B, L) -> row of chars
         chars = self.form_chars[uniq]  # (T, W)
         if to is None:
             chars = chars[:, : int((chars != PAD).sum(1).max())]
         else:  # one shape per bucket: T to B * L rows (at most that many forms), every char column
             chars = torch.cat([chars, chars.new_full((words.numel() - len(uniq), chars.shape[1]), PAD)])
-        return {"words": words, "types": types, "chars": chars, "tags": tags, "oov": oov & mask, "mask": mask}
+        batch = {"words": words, "types": types, "chars": chars, "tags": tags, "oov": oov & mask, "mask": mask}
+        return {**batch, "arcs": arcs[0]} if arcs else batch
 
     def make_info(self, splits: dict[str, Any]) -> dict[str, Any]:
         assert self.words is not None and self.chars is not None
@@ -303,7 +317,7 @@ class UDDataModule(TaggingDataModule):
             paths = [folder / n for n in self._names()]
             if self.test_only:
                 paths[2] = Path(self.test_only)
-        return dict(zip(("train", "val", "test"), (read_conllu(p) for p in paths)))
+        return dict(zip(("train", "val", "test"), (read_conllu(p, heads=True) for p in paths)))
 
 
 # ----------------------------------------------------------------------------- synthetic

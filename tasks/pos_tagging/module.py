@@ -39,9 +39,10 @@ class PosTaggerModule(TaskModule):
     per epoch, exact corpus-level ``<stage>/acc`` (UPOS token accuracy), ``oov_acc``
     (words whose form is unseen in train; omitted when there are none) and ``sent_acc``.
     The test stage also fills a gold x predicted confusion matrix for :meth:`report_extras`, and
-    returns each real word's correctness (test items: tokens, grouped by sentence)."""
+    returns each real word's correctness (test items: tokens, grouped by sentence) and, where the
+    data has a syntax (UD), its distance to its head (the items' ``head_distance`` axis)."""
 
-    item_unit, item_group = "token", "sentence"
+    item_unit, item_group, item_axis = "token", "sentence", "head_distance"
 
     def __init__(self, net: nn.Module, *, num_tags: int = 17, tags: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(net, **{**MODULE_DEFAULTS, **kwargs})
@@ -70,7 +71,8 @@ class PosTaggerModule(TaskModule):
             self.confusion = flat.view(self.num_tags, self.num_tags)
         keep = self.keeps_items(stage)
         return StepOutput(loss=loss, metrics={}, samples=int(mask.shape[0]), tokens=mask.sum(),
-                          items=pred == gold if keep else None, item_mask=mask if keep else None)  # (B, L)
+                          items=pred == gold if keep else None, item_mask=mask if keep else None,  # (B, L)
+                          item_axis=batch.get("arcs") if keep else None)  # (B, L): UD's head distances
 
     # -- corpus-level metrics -----------------------------------------------------------
     def _reset(self, stage: str) -> None:

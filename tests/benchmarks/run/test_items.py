@@ -116,6 +116,15 @@ def test_the_sidecar_is_compact_and_reads_back_exactly(tmp_path):
     assert I.score(items, take) == pytest.approx(out.values[take].mean())
 
 
+def test_a_per_unit_axis_reads_back_with_its_name(tmp_path):
+    out = _outcomes(200)
+    out.axis, out.axis_values = "head_distance", np.random.default_rng(2).integers(0, 40, len(out.values))
+    path, _ = _record(tmp_path, out)
+    items = I.load_items(path)
+    assert items.axis == "head_distance" and (items.axis_values == out.axis_values).all()
+    assert I.load_items(_record(tmp_path, _outcomes(20), "seed1-x.json")[0]).axis is None
+
+
 def test_ids_and_statistics_round_trip():
     for a in (np.array([0, 5, 300]), np.array([[1, 70000], [2, 3]]), np.array([-1, 2**40]), np.zeros(0, np.int64)):
         back = I.decode_ints(json.loads(json.dumps(I.encode_ints(a))))

@@ -111,6 +111,46 @@ def test_pos_tokens_equal_the_tagger_run_in_data_order(tmp_path):
     assert items.values.mean() == pytest.approx(out["test/acc"], abs=1e-6)
 
 
+def _treebank(folder, n: int, seed: int = 0) -> dict[str, str]:
+    """A random CoNLL-U treebank (train = dev = test) of ``n`` sentences with random heads."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for _ in range(n):
+        size = int(rng.integers(1, 12))
+        root = int(rng.integers(1, size + 1))
+        for i in range(1, size + 1):
+            head = 0 if i == root else int(rng.choice([j for j in range(1, size + 1) if j != i]))
+            lines.append(f"{i}\tw{rng.integers(20)}\t_\t{'NOUN' if rng.random() < 0.5 else 'VERB'}\t_\t_\t{head}\tdep\t_\t_")
+        lines.append("")
+    text = "\n".join(lines) + "\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for split in ("train", "dev", "test"):
+        (folder / f"{split}.conllu").write_text(text, encoding="utf-8")
+        out[f"{split}_file"] = str(folder / f"{split}.conllu")
+    return out
+
+
+def test_pos_items_carry_each_words_head_distance_in_data_order(tmp_path):
+    """On UD, the test items keep each word's distance to its head (the report's distance axis),
+    reordered with the correctness from length-bucketed batches: equal to the treebank's, word by word."""
+    from tasks.pos_tagging.data import read_conllu
+
+    files = _treebank(tmp_path / "tb", 60)
+    module, dm = build_small("pos_tagging", "ud", "mlp", str(tmp_path / "cache"),
+                             data_params={**files, "eval_batch_size": 8, "batch_size": 8}, model_params=POS_MLP)
+    dm.use_length_buckets(3)
+    _test(module, dm)
+    items = module.test_items
+    arcs = [a for _, _, sent in read_conllu(files["test_file"], heads=True) for a in sent]
+    assert items.axis == "head_distance" and items.axis_values.tolist() == arcs
+    assert len(items.values) == len(arcs)
+    # the synthetic grammar has no syntax: no axis
+    module, dm = build_small("pos_tagging", "synthetic", "mlp", str(tmp_path), data_params=POS_DATA, model_params=POS_MLP)
+    _test(module, dm)
+    assert module.test_items.axis is None and module.test_items.axis_values is None
+
+
 def test_graph_nodes_are_the_test_mask_in_node_order(tmp_path):
     module, dm = build_small("graphs", "sbm", "gcn", str(tmp_path), data_params=GRAPHS_DATA, model_params={})
     out = _test(module, dm)

@@ -92,6 +92,13 @@ def test_conllu_reader_skips_ranges_empty_nodes_and_comments(tmp_path):
         parse_conllu("1\tx\tx\t_\t_\t_\t0\troot\t_\t_\n\n")
 
 
+def test_conllu_heads_give_each_words_distance_to_its_head():
+    """``|HEAD - ID|`` per syntactic word (multi-word ranges and empty nodes skipped), 0 at the root."""
+    sents = parse_conllu(CONLLU, heads=True)
+    assert [s[2] for s in sents] == [[2, 1, 0, 1, 2, 3], [0, 1]]
+    assert [s[:2] for s in sents] == parse_conllu(CONLLU)
+
+
 def _write_treebank(folder: Path, code: str = "xx_toy") -> dict[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
     train = CONLLU + "1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2\tbook\tbook\tNOUN\t_\t_\t0\troot\t_\t_\n\n"
@@ -111,12 +118,14 @@ def test_ud_from_files_vocab_oov_and_batches(tmp_path):
     assert info["num_train"] == 3 and info["num_tags"] == 17 and info["tags"] == list(UPOS)
     # words seen >= 2 times in train (lower-cased): the, book; others are UNK
     assert dm.words.itos == ["<pad>", "<unk>", "book", "the"]
-    words, forms, tags, oov = dm.splits["val"][0]
+    words, forms, tags, oov, arcs = dm.splits["val"][0]
+    assert arcs.tolist() == [1, 0]  # "The" -> "zebra" (the root)
     assert words.tolist() == [dm.words.get("the"), 1]  # "The" -> "the"; "zebra" unknown
     assert tags.tolist() == [UPOS.index("DET"), UPOS.index("NOUN")]
     assert oov.tolist() == [True, True]  # the exact forms "The" and "zebra" never occur in train
     batch = dm.collate([dm.splits["train"][0], dm.splits["val"][0]])
     assert batch["mask"].tolist() == [[True] * 6, [True, True, False, False, False, False]]
+    assert batch["arcs"].tolist() == [[2, 1, 0, 1, 2, 3], [1, 0, 0, 0, 0, 0]]
     assert not batch["oov"][1, 2:].any()
     # every word's character row spells its form, between the markers
     itos = dm.chars.itos
