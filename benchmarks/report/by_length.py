@@ -1,19 +1,26 @@
-"""BLEU by sentence length (issue 52, the translation axis; Bahdanau et al. 2015, Figure 2): each
-model's corpus BLEU on the test sentences of each length bin, from the per-sentence statistics
-the records keep beside them (:mod:`benchmarks.run.items`), so the trained models answer it
-without retraining.
+"""Test quality by a length of each test item, from the per-item outcomes the records keep beside
+them (:mod:`benchmarks.run.items`), so the trained models answer it without retraining (issue 52):
 
-The bins are by reference (target) length, the length the statistics hold: for the synthetic
-word-mapping task it equals the source length; on real data it follows it closely. Bin edges are
-the quintiles of the test set's lengths (fewer bins where lengths repeat), so that each bin holds
-about a fifth of the sentences. Per model, the mean over seeds of each bin's corpus BLEU, with the
-seeds' range.
+* **sentence length** (translation; Bahdanau et al. 2015, Figure 2): each model's corpus BLEU on
+  the test sentences of each bin of reference length, the length the statistics hold (for the
+  synthetic word-mapping task it equals the source length; on real data it follows it closely).
+  Bin edges are the quintiles of the test set's lengths (fewer bins where lengths repeat), so
+  that each bin holds about a fifth of the sentences;
+* **dependency length** (POS tagging on UD, the items' ``head_distance``): token accuracy on the
+  test words whose syntactic head lies 1, 2, 3-4, 5-8, ... words away (doubling bins; the root
+  has no head and is left out; a bin of fewer than :data:`MIN_UNITS` words joins the one before).
+  A proxy for "the distance from the deciding word": UD does not mark which word decides a tag,
+  but a word's head is the word it depends on.
+
+Per model, the mean over seeds of each bin's score, with the seeds' range; per comparison, each
+bin's difference with a paired bootstrap over seeds and test examples.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,11 +28,14 @@ from benchmarks.report.document import Block, BulletList, Heading, Image, Paragr
 from benchmarks.report.item_ci import model_items
 from benchmarks.report.results import Analysis, Group
 
-__all__ = ["length_bins", "bleu_by_length", "gap_by_length", "length_pairs", "length_statement", "length_rows", "plot_name", "bin_label", "by_length_blocks"]
+__all__ = ["LengthAxis", "AXES", "length_bins", "doubling_bins", "bleu_by_length", "score_by_bin", "gap_by_length",
+           "length_pairs", "length_statement", "length_rows", "plot_name", "bin_label", "by_length_blocks"]
 
 BINS = 5
 #: bootstrap resamples per bin (each a corpus BLEU per seed and model)
 RESAMPLES = 2000
+#: a dependency-length bin holds at least this many test words (else it joins the bin before)
+MIN_UNITS = 100
 
 
 def length_bins(lengths: np.ndarray, bins: int = BINS) -> list[tuple[int, int]]:
@@ -40,39 +50,118 @@ def length_bins(lengths: np.ndarray, bins: int = BINS) -> list[tuple[int, int]]:
     return out
 
 
-def bleu_by_length(items: dict[Any, Any], bins: list[tuple[int, int]]) -> list[tuple[float, float, float] | None]:
-    """Per bin, (mean, min, max) over seeds of the corpus BLEU of its sentences; None where empty."""
-    from benchmarks.run.items import bleu_from_stats
+def doubling_bins(lengths: np.ndarray, min_units: int = MIN_UNITS) -> list[tuple[int, int]]:
+    """``(1, 1), (2, 2), (3, 4), (5, 8), ...`` up to the longest of ``lengths`` (0s left out); a bin
+    holding fewer than ``min_units`` of them is merged into the one before it."""
+    lengths = np.asarray(lengths)
+    top = int(lengths.max()) if lengths.size else 0
+    out: list[tuple[int, int]] = []
+    lo = 1
+    while lo <= top:
+        hi = min(max(lo, 2 * lo - 2) if lo > 2 else lo, top)
+        n = int(((lengths >= lo) & (lengths <= hi)).sum())
+        if out and n < min_units:
+            out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+        lo = hi + 1
+    return out
 
+
+@dataclass(frozen=True)
+class LengthAxis:
+    """What a group's items are binned by, and how they are scored."""
+
+    name: str  #: "sentence length", "dependency length"
+    label: str  #: the x-axis label
+    unit: str  #: what the length counts ("words")
+    metric: str  #: "BLEU", "accuracy (%)"
+    scale: float  #: score and difference -> shown units
+    diff_unit: str  #: "BLEU", "points"
+    of: Callable[[Any], np.ndarray | None]  #: items -> (N,) each unit's length, or None
+    bins: Callable[[np.ndarray], list[tuple[int, int]]]
+    note: str  #: how the bins and scores were made, in words
+
+
+def _ref_length(it: Any) -> np.ndarray | None:
+    return it.values[:, 1] if it.values.ndim == 2 and it.metric == "bleu" else None
+
+
+def _head_distance(it: Any) -> np.ndarray | None:
+    return it.axis_values if getattr(it, "axis", None) == "head_distance" and it.values.ndim == 1 else None
+
+
+AXES = (
+    LengthAxis("sentence length", "reference length (words; bin middle)", "words", "BLEU", 1.0, "BLEU", _ref_length,
+               length_bins, "Corpus BLEU of the test sentences in each bin of reference length (quintiles of the "
+               "test set), mean over seeds with the seeds' range, from the per-sentence statistics beside each "
+               "record: the trained models, not retrained (Bahdanau et al. 2015, Figure 2)."),
+    LengthAxis("dependency length", "distance to the syntactic head (words; bin middle, log scale)", "words",
+               "accuracy (%)", 100.0, "points", _head_distance, doubling_bins,
+               "Token accuracy of the test words whose syntactic head lies that many words away (the treebank's "
+               "gold dependencies; the root word, which has no head, left out; doubling bins, a bin of fewer "
+               f"than {MIN_UNITS} words merged into the one before), mean over seeds with the seeds' range, from "
+               "the per-token outcomes beside each record: the trained models, not retrained. A proxy for the "
+               "distance from the deciding word: UD does not mark which word decides a tag."),
+)
+
+
+def _score(it: Any, keep: np.ndarray) -> float | None:
+    """The record's metric on the units ``keep`` (BLEU from statistics, else mean correctness)."""
+    if not keep.any():
+        return None
+    if it.values.ndim == 2:
+        from benchmarks.run.items import bleu_from_stats
+
+        return bleu_from_stats(it.values[keep])
+    return float(it.values[keep].mean())
+
+
+def score_by_bin(items: dict[Any, Any], bins: list[tuple[int, int]], axis: LengthAxis) -> list[tuple[float, float, float] | None]:
+    """Per bin, (mean, min, max) over seeds of the score of its units in ``axis.scale`` units; None where empty."""
     out = []
     for lo, hi in bins:
         scores = []
         for it in items.values():
-            ref = it.values[:, 1]  # (N,) reference lengths
-            rows = it.values[(ref >= lo) & (ref <= hi)]
-            if len(rows):
-                scores.append(bleu_from_stats(rows))
+            length = axis.of(it)
+            got = _score(it, (length >= lo) & (length <= hi))
+            if got is not None:
+                scores.append(got * axis.scale)
         out.append((float(np.mean(scores)), min(scores), max(scores)) if scores else None)
     return out
 
 
-def _bin(items: dict[Any, Any], lo: int, hi: int) -> dict[Any, Any]:
+def bleu_by_length(items: dict[Any, Any], bins: list[tuple[int, int]]) -> list[tuple[float, float, float] | None]:
+    """Per bin, (mean, min, max) over seeds of the corpus BLEU of its sentences; None where empty."""
+    return score_by_bin(items, bins, AXES[0])
+
+
+def _bin(items: dict[Any, Any], lo: int, hi: int, axis: LengthAxis) -> dict[Any, Any]:
     out = {}
     for seed, it in items.items():
-        keep = (it.values[:, 1] >= lo) & (it.values[:, 1] <= hi)  # (N,) reference length in the bin
+        length = axis.of(it)
+        keep = (length >= lo) & (length <= hi)  # (N,) the unit's length in the bin
         out[seed] = it._replace(ids=it.ids[keep], values=it.values[keep],
-                                group_of=None if it.group_of is None else it.group_of[keep])
+                                group_of=None if it.group_of is None else it.group_of[keep],
+                                axis_values=None if it.axis_values is None else it.axis_values[keep])
     return out
 
 
 def gap_by_length(a: dict[Any, Any], b: dict[Any, Any], bins: list[tuple[int, int]],
-                  resamples: int = RESAMPLES) -> list[Any]:
-    """Per bin, BLEU(a) - BLEU(b) with its paired bootstrap interval over the seeds both ran and the
-    bin's test sentences (:func:`~benchmarks.report.item_ci.item_seed_interval`); None where it
-    cannot be made (fewer than 2 common seeds or sentences)."""
+                  resamples: int = RESAMPLES, axis: LengthAxis = AXES[0]) -> list[Any]:
+    """Per bin, score(a) - score(b) (in ``axis.scale`` units) with its paired bootstrap interval over
+    the seeds both ran and the bin's test examples (:func:`~benchmarks.report.item_ci.item_seed_interval`);
+    None where it cannot be made (fewer than 2 common seeds or examples)."""
+    from dataclasses import replace
+
     from benchmarks.report.item_ci import item_seed_interval
 
-    return [item_seed_interval(_bin(a, lo, hi), _bin(b, lo, hi), resamples=resamples) for lo, hi in bins]
+    out = []
+    for lo, hi in bins:
+        g = item_seed_interval(_bin(a, lo, hi, axis), _bin(b, lo, hi, axis), resamples=resamples)
+        out.append(None if g is None else replace(g, diff=g.diff * axis.scale, low=g.low * axis.scale,
+                                                    high=g.high * axis.scale))
+    return out
 
 
 def length_pairs(g: Group, have: set[str]) -> list[tuple[str, str]]:
@@ -92,81 +181,97 @@ def bin_label(lo: int, hi: int) -> str:
     return f"{lo}" if lo == hi else f"{lo}-{hi}"
 
 
-def length_statement(a: str, b: str, bins: list[tuple[int, int]], gaps: list[Any], named: bool = True) -> str:
-    """Where along sentence length ``a`` beats ``b`` significantly, where it loses, and whether
-    the gap grows from the shortest bin to the longest, in words."""
+def length_statement(a: str, b: str, bins: list[tuple[int, int]], gaps: list[Any], named: bool = True,
+                     axis: LengthAxis = AXES[0]) -> str:
+    """Where along the axis ``a`` beats ``b`` significantly, where it loses, and whether the gap
+    grows from the shortest bin to the longest, in words."""
     ok = [(bn, g) for bn, g in zip(bins, gaps) if g is not None]
     if not ok:
         return f"{a} - {b}: no interval (fewer than 2 common seeds)"
     better = [bin_label(*bn) for bn, g in ok if g.low > 0]
     worse = [bin_label(*bn) for bn, g in ok if g.high < 0]
     (b0, g0), (b1, g1) = ok[0], ok[-1]
-    parts = [f"{f'{a} - {b}: ' if named else ''}{g0.diff:+.1f} BLEU [{g0.low:+.1f}, {g0.high:+.1f}] at {bin_label(*b0)} words, "
-             f"{g1.diff:+.1f} [{g1.low:+.1f}, {g1.high:+.1f}] at {bin_label(*b1)}"]
+    parts = [f"{f'{a} - {b}: ' if named else ''}{g0.diff:+.1f} {axis.diff_unit} [{g0.low:+.1f}, {g0.high:+.1f}] at "
+             f"{bin_label(*b0)} {axis.unit}, {g1.diff:+.1f} [{g1.low:+.1f}, {g1.high:+.1f}] at {bin_label(*b1)}"]
     parts.append(f"ahead in {len(better)} of {len(ok)} bins" + (f" ({', '.join(better)})" if better else "")
                  + (f", behind in {len(worse)} ({', '.join(worse)})" if worse else ", behind in none"))
+    what = axis.name.split()[0]  # sentence | dependency
     if better and worse:
-        parts.append("the verdict flips with length")
+        parts.append(f"the verdict flips with {what} length")
     if g0.high < g1.low:
-        parts.append("the gap widens with length (the longest bin's interval lies above the shortest's)")
+        parts.append(f"the gap widens with {what} length (the longest bin's interval lies above the shortest's)")
     elif g1.high < g0.low:
-        parts.append("the gap narrows with length (the longest bin's interval lies below the shortest's)")
+        parts.append(f"the gap narrows with {what} length (the longest bin's interval lies below the shortest's)")
     else:
         parts.append("no significant change of the gap from the shortest bin to the longest")
     return "; ".join(parts)
 
 
 def plot_name(g: Group) -> str:
-    """The file name (under the report's plots/) of a group's BLEU-by-length plot."""
+    """The file name (under the report's plots/) of a group's quality-by-length plot."""
     return f"length__{g.task}__{''.join(ch if ch.isalnum() else '_' for ch in g.dataset)}.png"
 
 
-def length_rows(g: Group) -> list[tuple[list[tuple[int, int]], str, str]]:
-    """(bins, "a - b", statement) per :func:`length_pairs` comparison of a group whose records keep
-    sentence statistics; [] for any other group."""
-    per_model = _bleu_items(g)
-    if len(per_model) < 2:
+def _axis_items(g: Group) -> tuple[LengthAxis, dict[str, dict[Any, Any]]] | None:
+    """The axis a group's items are binned by, and each model's ``{seed: Items}`` that have it
+    (None when fewer than two models have it)."""
+    for axis in AXES:
+        out = {}
+        for m in g.models:
+            items = model_items(m.ok)
+            if items and all(axis.of(it) is not None for it in items.values()):
+                out[m.model] = items
+        if len(out) >= 2:
+            return axis, out
+    return None
+
+
+def _lengths(per_model: dict[str, dict[Any, Any]], axis: LengthAxis) -> np.ndarray:
+    """(N,) the test units' lengths (the same test set for every record: the first one's)."""
+    return axis.of(next(iter(next(iter(per_model.values())).values())))
+
+
+def length_rows(g: Group) -> list[tuple[LengthAxis, list[tuple[int, int]], str, str]]:
+    """(axis, bins, "a - b", statement) per :func:`length_pairs` comparison of a group whose records
+    keep sentence statistics or dependency lengths; [] for any other group."""
+    found = _axis_items(g)
+    if found is None:
         return []
-    bins = length_bins(next(iter(next(iter(per_model.values())).values())).values[:, 1])
-    return [(bins, f"{a} - {b}", length_statement(a, b, bins, gap_by_length(per_model[a], per_model[b], bins), False))
+    axis, per_model = found
+    bins = axis.bins(_lengths(per_model, axis))
+    return [(axis, bins, f"{a} - {b}", length_statement(a, b, bins, gap_by_length(per_model[a], per_model[b], bins,
+                                                                                   axis=axis), False, axis))
             for a, b in length_pairs(g, set(per_model))]
 
 
-def _bleu_items(g: Group) -> dict[str, dict[Any, Any]]:
-    out = {}
-    for m in g.models:
-        items = model_items(m.ok)
-        if items and all(it.values.ndim == 2 and it.metric == "bleu" for it in items.values()):
-            out[m.model] = items
-    return out
-
-
 def by_length_blocks(an: Analysis, plots_dir: Path, written: dict[str, Path], warn: Any) -> list[Block]:
-    """Per translation group whose records keep sentence statistics: BLEU per length bin per model."""
+    """Per group whose records keep sentence statistics (translation) or dependency lengths (POS on
+    UD): the score per length bin per model, the comparisons' gaps per bin, and the plot."""
     blocks: list[Block] = []
     for g in an.groups:
-        per_model = _bleu_items(g)
-        if len(per_model) < 2:
+        found = _axis_items(g)
+        if found is None:
             continue
-        lengths = next(iter(next(iter(per_model.values())).values())).values[:, 1]
-        bins = length_bins(lengths)
-        table = {model: bleu_by_length(items, bins) for model, items in per_model.items()}
+        axis, per_model = found
+        lengths = _lengths(per_model, axis)
+        bins = axis.bins(lengths)
+        table = {model: score_by_bin(items, bins, axis) for model, items in per_model.items()}
         counts = [int(((lengths >= lo) & (lengths <= hi)).sum()) for lo, hi in bins]
-        headers = ["model"] + [f"{bin_label(lo, hi)} words ({n} sentences)" for (lo, hi), n in zip(bins, counts)]
+        unit = next(iter(next(iter(per_model.values())).values())).unit
+        headers = ["model"] + [f"{bin_label(lo, hi)} {axis.unit} ({n} {unit}s)" for (lo, hi), n in zip(bins, counts)]
         rows = [[model] + [("–" if c is None else f"{c[0]:.1f} ({c[1]:.1f}-{c[2]:.1f})") for c in cells]
                 for model, cells in table.items()]
-        blocks += [Heading(3, f"{g.task} / {g.dataset}: BLEU by sentence length", f"length-{g.task}-{g.dataset}"),
-                   Table(headers, rows),
-                   Paragraph("Corpus BLEU of the test sentences in each bin of reference length (quintiles of the test "
-                             "set), mean over seeds with the seeds' range, from the per-sentence statistics beside "
-                             "each record: the trained models, not retrained (Bahdanau et al. 2015, Figure 2).", "note")]
+        title = f"{g.task} / {g.dataset}: {axis.metric.split(' ')[0]} by {axis.name}"
+        blocks += [Heading(3, title, f"length-{g.task}-{g.dataset}"), Table(headers, rows), Paragraph(axis.note, "note")]
         pairs = length_pairs(g, set(per_model))
         if pairs:
-            lines = [length_statement(a, b, bins, gap_by_length(per_model[a], per_model[b], bins)) for a, b in pairs]
+            lines = [length_statement(a, b, bins, gap_by_length(per_model[a], per_model[b], bins, axis=axis), True, axis)
+                     for a, b in pairs]
             blocks += [BulletList(lines),
                        Paragraph(f"Each difference with its 95% paired bootstrap interval ({RESAMPLES} resamples of "
-                                 "the seeds both models ran and, independently, of the bin's test sentences): it "
-                                 "covers the variance between seeds and the test sentences' sampling error.", "note")]
+                                 f"the seeds both models ran and, independently, of the bin's test {unit}s, drawn "
+                                 "by whole sentence): it covers the variance between seeds and the test set's "
+                                 "sampling error.", "note")]
         name = plot_name(g)
         try:
             from benchmarks.report.plots import FAMILY_COLORS, line_styles, new_figure, save_figure
@@ -180,15 +285,17 @@ def by_length_blocks(an: Analysis, plots_dir: Path, written: dict[str, Path], wa
                 pts = [(x, c[0]) for x, c in zip(mids, cells) if c is not None]
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style(family[model]), marker="o", ms=4,
                         color=FAMILY_COLORS.get(family[model], "black"), label=f"{model} ({family[model]})")
-            ax.set_xlabel("reference length (words; bin middle)")
-            ax.set_ylabel("test BLEU")
-            ax.set_title(f"{g.task} / {g.dataset}: BLEU by sentence length", fontsize=10)
+            if axis.bins is doubling_bins:
+                ax.set_xscale("log", base=2)
+            ax.set_xlabel(axis.label)
+            ax.set_ylabel(f"test {axis.metric}")
+            ax.set_title(title, fontsize=10)
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=8)
             written[f"plots/{name}"] = save_figure(fig, plots_dir / name)
-            blocks.append(Image(written[f"plots/{name}"], f"plots/{name}", "BLEU by sentence length"))
+            blocks.append(Image(written[f"plots/{name}"], f"plots/{name}", title))
         except Exception as exc:  # noqa: BLE001 - a plot failure must not lose the report
-            warn("plots", f"BLEU by length {g.task}/{g.dataset}: {type(exc).__name__}: {exc}")
+            warn("plots", f"{title}: {type(exc).__name__}: {exc}")
     if blocks:
-        blocks.insert(0, Heading(2, "By sentence length", "by-length"))
+        blocks.insert(0, Heading(2, "By length (sentence, dependency)", "by-length"))
     return blocks

@@ -334,7 +334,7 @@ class _Builder:
             results = sweep_results(an)
             lengths = [(g, row) for g in an.groups for row in length_rows(g)]
             if not results and not lengths:
-                raise PageError(f"page.yaml: {where}: no swept diagnostic and no BLEU by length in {', '.join(folders)}")
+                raise PageError(f"page.yaml: {where}: no swept diagnostic and no quality by length in {', '.join(folders)}")
             scope = Scope(", ".join(folders), an.records, self.root / folders[0])
             notes.append(f"{spec.get('title', folders[0])}: {self.text(spec.get('note', ''), scope, where + ' note')}")
             for res in results:
@@ -342,10 +342,10 @@ class _Builder:
                 for text, c in res.crossovers.items():
                     rows.append([res.title, f"{res.axis}: {', '.join(map(str, res.values))}", text, c.statement,
                                  f"[plot]({plot}) · {_link(folders[0])}"])
-            for g, (bins, pair, statement) in lengths:
+            for g, (axis, bins, pair, statement) in lengths:
                 plot = f"{folders[0]}/plots/{plot_name(g)}"
-                rows.append([f"Translation by sentence length ({g.base_dataset or g.dataset})",
-                             "reference length: " + ", ".join(bin_label(lo, hi) for lo, hi in bins), pair, statement,
+                rows.append([f"{g.task.replace('_', ' ').capitalize()} by {axis.name} ({g.base_dataset or g.dataset})",
+                             f"{axis.name}: " + ", ".join(bin_label(lo, hi) for lo, hi in bins), pair, statement,
                              f"[plot]({plot}) · {_link(folders[0])}"])
         return [Heading(2, "When attention wins"),
                 Paragraph("Each row: one expectation of a swept diagnostic, tested at every value of its axis (3 seeds "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.report.by_length import bleu_by_length, length_bins
+from benchmarks.report.by_length import bleu_by_length, doubling_bins, length_bins
 from benchmarks.run.items import Items, bleu_from_stats
 
 
@@ -65,6 +65,48 @@ def test_a_gap_that_grows_with_length_is_said_to_widen_and_no_gap_is_not():
     bins = length_bins(base[0][:, 1])
     gaps = gap_by_length(a, b, bins, resamples=300)
     text = length_statement("a", "b", bins, gaps)
-    assert gaps[-1].low > gaps[0].high and "widens with length" in text and "behind in none" in text
+    assert gaps[-1].low > gaps[0].high and "widens with sentence length" in text and "behind in none" in text
     same = length_statement("a", "a", bins, gap_by_length(a, a, bins, resamples=300))
     assert "ahead in 0 of" in same and "no significant change" in same
+
+
+def test_doubling_bins_cover_every_distance_once_and_merge_thin_tails():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        lengths = np.concatenate([rng.geometric(0.4, int(rng.integers(200, 3000))), np.zeros(30, np.int64)])
+        bins = doubling_bins(lengths, min_units=50)
+        covered = [n for lo, hi in bins for n in range(lo, hi + 1)]
+        assert covered == list(range(1, int(lengths.max()) + 1))  # the roots (0) left out
+        counts = [((lengths >= lo) & (lengths <= hi)).sum() for lo, hi in bins]
+        assert all(c >= 50 for c in counts[1:])
+    assert doubling_bins(np.array([1] * 200 + [2] * 200 + [3] * 200 + [7] * 200 + [40] * 200), 100) == [
+        (1, 1), (2, 2), (3, 4), (5, 32), (33, 40)]  # 9-16 and 17-32 hold none: joined to 5-8
+
+
+def _tokens(correct_p, distances, seed):
+    """A POS test set's items: one sentence per 10 tokens, correctness drawn with P = correct_p(distance)."""
+    from benchmarks.run.items import Items
+
+    rng = np.random.default_rng(seed)
+    n = len(distances)
+    values = rng.random(n) < np.vectorize(correct_p)(distances)
+    return Items("token", np.arange(n), values, "sentence", np.arange(n) // 10, None, "acc", "head_distance", distances)
+
+
+def test_accuracy_by_dependency_length_finds_a_model_that_falls_beyond_its_reach():
+    """A tagger that is right 97% of the time up to 3 words from the head and 60% beyond, against one
+    right 97% everywhere: behind only in the far bins, and the gap is said to widen (in points)."""
+    from benchmarks.report.by_length import AXES, gap_by_length, length_statement, score_by_bin
+
+    axis = AXES[1]
+    distances = np.random.default_rng(4).geometric(0.3, 6000)
+    near = {s: _tokens(lambda d: 0.97 if d <= 3 else 0.6, distances, 10 + s) for s in range(3)}
+    far = {s: _tokens(lambda d: 0.97, distances, 20 + s) for s in range(3)}
+    bins = axis.bins(distances)
+    assert bins[:3] == [(1, 1), (2, 2), (3, 4)]
+    scores = score_by_bin(near, bins, axis)
+    assert scores[0][0] == pytest.approx(97, abs=2) and scores[-1][0] == pytest.approx(60, abs=6)
+    gaps = gap_by_length(near, far, bins, resamples=300, axis=axis)
+    assert gaps[0].low < 0 < gaps[0].high and gaps[-1].high < -20  # points, not fractions
+    text = length_statement("cnn", "bilstm", bins, gaps, axis=axis)
+    assert "points" in text and "narrows with dependency length" in text and "ahead in 0" in text
