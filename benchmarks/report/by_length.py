@@ -10,7 +10,10 @@ them (:mod:`benchmarks.run.items`), so the trained models answer it without retr
   test words whose syntactic head lies 1, 2, 3-4, 5-8, ... words away (doubling bins; the root
   has no head and is left out; a bin of fewer than :data:`MIN_UNITS` words joins the one before).
   A proxy for "the distance from the deciding word": UD does not mark which word decides a tag,
-  but a word's head is the word it depends on.
+  but a word's head is the word it depends on;
+* **input length** (speech frame tagging, each frame's input: a concatenation of 1,000-5,000 frames
+  on FSDD): frame accuracy by the length of the input the frame belongs to, bins at the quintiles
+  of the test inputs' lengths (one per input).
 
 Per model, the mean over seeds of each bin's score, with the seeds' range; per comparison, each
 bin's difference with a paired bootstrap over seeds and test examples.
@@ -79,7 +82,7 @@ class LengthAxis:
     scale: float  #: score and difference -> shown units
     diff_unit: str  #: "BLEU", "points"
     of: Callable[[Any], np.ndarray | None]  #: items -> (N,) each unit's length, or None
-    bins: Callable[[np.ndarray], list[tuple[int, int]]]
+    bins: Callable[[Any], list[tuple[int, int]]]  #: items -> the bins of their lengths
     note: str  #: how the bins and scores were made, in words
 
 
@@ -91,18 +94,36 @@ def _head_distance(it: Any) -> np.ndarray | None:
     return it.axis_values if getattr(it, "axis", None) == "head_distance" and it.values.ndim == 1 else None
 
 
+def _input_length(it: Any) -> np.ndarray | None:
+    """Each frame's input length (the size of its group), for frame tagging."""
+    if it.unit != "frame" or it.group_of is None or it.values.ndim != 1:
+        return None
+    _, index, counts = np.unique(it.group_of, return_inverse=True, return_counts=True)
+    return counts[index]
+
+
+def _input_bins(it: Any) -> list[tuple[int, int]]:
+    _, counts = np.unique(it.group_of, return_counts=True)  # one length per input
+    return length_bins(counts)
+
+
 AXES = (
     LengthAxis("sentence length", "reference length (words; bin middle)", "words", "BLEU", 1.0, "BLEU", _ref_length,
-               length_bins, "Corpus BLEU of the test sentences in each bin of reference length (quintiles of the "
+               lambda it: length_bins(_ref_length(it)), "Corpus BLEU of the test sentences in each bin of reference length (quintiles of the "
                "test set), mean over seeds with the seeds' range, from the per-sentence statistics beside each "
                "record: the trained models, not retrained (Bahdanau et al. 2015, Figure 2)."),
     LengthAxis("dependency length", "distance to the syntactic head (words; bin middle, log scale)", "words",
-               "accuracy (%)", 100.0, "points", _head_distance, doubling_bins,
+               "accuracy (%)", 100.0, "points", _head_distance, lambda it: doubling_bins(_head_distance(it)),
                "Token accuracy of the test words whose syntactic head lies that many words away (the treebank's "
                "gold dependencies; the root word, which has no head, left out; doubling bins, a bin of fewer "
                f"than {MIN_UNITS} words merged into the one before), mean over seeds with the seeds' range, from "
                "the per-token outcomes beside each record: the trained models, not retrained. A proxy for the "
                "distance from the deciding word: UD does not mark which word decides a tag."),
+    LengthAxis("input length", "input length (frames; bin middle)", "frames", "accuracy (%)", 100.0, "points",
+               _input_length, _input_bins,
+               "Frame accuracy of the test inputs in each bin of input length (quintiles of the test inputs' "
+               "lengths), mean over seeds with the seeds' range, from the per-frame outcomes beside each record: "
+               "the trained models, not retrained. Every model trained on inputs of every length in the range."),
 )
 
 
@@ -214,21 +235,21 @@ def plot_name(g: Group) -> str:
 
 def _axis_items(g: Group) -> tuple[LengthAxis, dict[str, dict[Any, Any]]] | None:
     """The axis a group's items are binned by, and each model's ``{seed: Items}`` that have it
-    (None when fewer than two models have it)."""
+    (None when fewer than two models have it, or their lengths fall in one bin)."""
     for axis in AXES:
         out = {}
         for m in g.models:
             items = model_items(m.ok)
             if items and all(axis.of(it) is not None for it in items.values()):
                 out[m.model] = items
-        if len(out) >= 2:
+        if len(out) >= 2 and len(axis.bins(_first(out))) >= 2:  # a test set of one length has no axis
             return axis, out
     return None
 
 
-def _lengths(per_model: dict[str, dict[Any, Any]], axis: LengthAxis) -> np.ndarray:
-    """(N,) the test units' lengths (the same test set for every record: the first one's)."""
-    return axis.of(next(iter(next(iter(per_model.values())).values())))
+def _first(per_model: dict[str, dict[Any, Any]]) -> Any:
+    """The first record's items (every record of a group has the same test set)."""
+    return next(iter(next(iter(per_model.values())).values()))
 
 
 def length_rows(g: Group) -> list[tuple[LengthAxis, list[tuple[int, int]], str, str]]:
@@ -238,7 +259,7 @@ def length_rows(g: Group) -> list[tuple[LengthAxis, list[tuple[int, int]], str, 
     if found is None:
         return []
     axis, per_model = found
-    bins = axis.bins(_lengths(per_model, axis))
+    bins = axis.bins(_first(per_model))
     return [(axis, bins, f"{a} - {b}", length_statement(a, b, bins, gap_by_length(per_model[a], per_model[b], bins,
                                                                                    axis=axis), False, axis))
             for a, b in length_pairs(g, set(per_model))]
@@ -253,11 +274,11 @@ def by_length_blocks(an: Analysis, plots_dir: Path, written: dict[str, Path], wa
         if found is None:
             continue
         axis, per_model = found
-        lengths = _lengths(per_model, axis)
-        bins = axis.bins(lengths)
+        lengths = axis.of(_first(per_model))
+        bins = axis.bins(_first(per_model))
         table = {model: score_by_bin(items, bins, axis) for model, items in per_model.items()}
         counts = [int(((lengths >= lo) & (lengths <= hi)).sum()) for lo, hi in bins]
-        unit = next(iter(next(iter(per_model.values())).values())).unit
+        unit, group = _first(per_model).unit, _first(per_model).group
         headers = ["model"] + [f"{bin_label(lo, hi)} {axis.unit} ({n} {unit}s)" for (lo, hi), n in zip(bins, counts)]
         rows = [[model] + [("–" if c is None else f"{c[0]:.1f} ({c[1]:.1f}-{c[2]:.1f})") for c in cells]
                 for model, cells in table.items()]
@@ -269,9 +290,9 @@ def by_length_blocks(an: Analysis, plots_dir: Path, written: dict[str, Path], wa
                      for a, b in pairs]
             blocks += [BulletList(lines),
                        Paragraph(f"Each difference with its 95% paired bootstrap interval ({RESAMPLES} resamples of "
-                                 f"the seeds both models ran and, independently, of the bin's test {unit}s, drawn "
-                                 "by whole sentence): it covers the variance between seeds and the test set's "
-                                 "sampling error.", "note")]
+                                 f"the seeds both models ran and, independently, of the bin's test {unit}s"
+                                 + (f", drawn by whole {group}" if group else "") + "): it covers the variance "
+                                 "between seeds and the test set's sampling error.", "note")]
         name = plot_name(g)
         try:
             from benchmarks.report.plots import FAMILY_COLORS, line_styles, new_figure, save_figure
@@ -285,7 +306,7 @@ def by_length_blocks(an: Analysis, plots_dir: Path, written: dict[str, Path], wa
                 pts = [(x, c[0]) for x, c in zip(mids, cells) if c is not None]
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style(family[model]), marker="o", ms=4,
                         color=FAMILY_COLORS.get(family[model], "black"), label=f"{model} ({family[model]})")
-            if axis.bins is doubling_bins:
+            if axis.name == "dependency length":
                 ax.set_xscale("log", base=2)
             ax.set_xlabel(axis.label)
             ax.set_ylabel(f"test {axis.metric}")

@@ -102,7 +102,7 @@ def test_accuracy_by_dependency_length_finds_a_model_that_falls_beyond_its_reach
     distances = np.random.default_rng(4).geometric(0.3, 6000)
     near = {s: _tokens(lambda d: 0.97 if d <= 3 else 0.6, distances, 10 + s) for s in range(3)}
     far = {s: _tokens(lambda d: 0.97, distances, 20 + s) for s in range(3)}
-    bins = axis.bins(distances)
+    bins = axis.bins(near[0])
     assert bins[:3] == [(1, 1), (2, 2), (3, 4)]
     scores = score_by_bin(near, bins, axis)
     assert scores[0][0] == pytest.approx(97, abs=2) and scores[-1][0] == pytest.approx(60, abs=6)
@@ -110,3 +110,34 @@ def test_accuracy_by_dependency_length_finds_a_model_that_falls_beyond_its_reach
     assert gaps[0].low < 0 < gaps[0].high and gaps[-1].high < -20  # points, not fractions
     text = length_statement("cnn", "bilstm", bins, gaps, axis=axis)
     assert "points" in text and "narrows with dependency length" in text and "ahead in 0" in text
+
+
+def test_frame_accuracy_by_input_length_bins_the_inputs_not_the_frames():
+    """Frame tagging: each frame's length is its input's; the bins are quintiles over inputs (one
+    length each, not weighted by frames), and a model that fails on long inputs is behind there."""
+    from benchmarks.report.by_length import AXES, gap_by_length, length_statement, score_by_bin
+    from benchmarks.run.items import Items
+
+    axis = AXES[2]
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(1000, 5001, 60)  # 60 test inputs
+    group_of = np.repeat(np.arange(60), sizes)
+    length = np.repeat(sizes, sizes)
+
+    def items(p_of_length, seed):
+        r = np.random.default_rng(seed)
+        values = r.random(len(group_of)) < p_of_length(length)
+        return Items("frame", np.arange(len(values)), values, "utterance", group_of, None, "acc")
+
+    steady = {s: items(lambda L: np.full(L.shape, 0.95), 30 + s) for s in range(3)}
+    fading = {s: items(lambda L: np.where(L > 3500, 0.7, 0.95), 40 + s) for s in range(3)}
+    first = steady[0]
+    assert (axis.of(first) == length).all()
+    bins = axis.bins(first)
+    assert bins == length_bins(sizes) and len(bins) == 5
+    per_bin = [int(((sizes >= lo) & (sizes <= hi)).sum()) for lo, hi in bins]
+    assert min(per_bin) >= 10  # inputs, about a fifth each
+    assert score_by_bin(fading, bins, axis)[-1][0] == pytest.approx(70, abs=3)
+    gaps = gap_by_length(fading, steady, bins, resamples=300, axis=axis)
+    assert gaps[0].low < 0 < gaps[0].high and gaps[-1].high < -15 and gaps[-1].unit == "utterance"
+    assert "frames" in length_statement("a", "b", bins, gaps, axis=axis)
