@@ -318,5 +318,5 @@ def by_length_blocks(an: Analysis, plots_dir: Path, written: dict[str, Path], wa
         except Exception as exc:  # noqa: BLE001 - a plot failure must not lose the report
             warn("plots", f"{title}: {type(exc).__name__}: {exc}")
     if blocks:
-        blocks.insert(0, Heading(2, "By length (sentence, dependency)", "by-length"))
+        blocks.insert(0, Heading(2, "By length", "by-length"))
     return blocks
