@@ -32,7 +32,7 @@ from benchmarks.report.item_ci import model_items
 from benchmarks.report.results import Analysis, Group
 
 __all__ = ["LengthAxis", "AXES", "length_bins", "doubling_bins", "bleu_by_length", "score_by_bin", "gap_by_length",
-           "length_pairs", "length_statement", "length_rows", "plot_name", "bin_label", "by_length_blocks"]
+           "length_crossover", "length_crossovers", "length_pairs", "length_statement", "length_rows", "plot_name", "bin_label", "by_length_blocks"]
 
 BINS = 5
 #: bootstrap resamples per bin (each a corpus BLEU per seed and model)
@@ -226,6 +226,32 @@ def length_statement(a: str, b: str, bins: list[tuple[int, int]], gaps: list[Any
     else:
         parts.append("no significant change of the gap from the shortest bin to the longest")
     return "; ".join(parts)
+
+
+def length_crossover(bins: list[tuple[int, int]], gaps: list[Any], a: str, b: str, axis: LengthAxis) -> Any:
+    """The :class:`~benchmarks.report.sweeps.Crossover` of ``a - b`` along the bins (at their
+    middles), as a swept diagnostic's, so that the two can be set side by side."""
+    from benchmarks.report.sweeps import Crossover, place_crossover
+
+    pts = [((lo + hi) / 2, bin_label(lo, hi), g) for (lo, hi), g in zip(bins, gaps) if g is not None]
+    if len(pts) < 2:
+        return Crossover(f"too few bins with an interval ({len(pts)}) to place a crossover")
+    names = {x: f"{name} {axis.unit}" for x, name, _ in pts}
+    return place_crossover([x for x, _, _ in pts], [g.diff for *_, g in pts], [g.low for *_, g in pts],
+                           [g.high for *_, g in pts], [x for x, _, g in pts if g.low > 0],
+                           [x for x, _, g in pts if g.high < 0], a, b,
+                           "the bootstrap over seeds and test items, per bin", lambda x: names.get(x, f"{x:g}"))
+
+
+def length_crossovers(g: Group) -> dict[str, Any]:
+    """``{"a - b": Crossover}`` per :func:`length_pairs` comparison of a group with a length axis."""
+    found = _axis_items(g)
+    if found is None:
+        return {}
+    axis, per_model = found
+    bins = axis.bins(_first(per_model))
+    return {f"{a} - {b}": length_crossover(bins, gap_by_length(per_model[a], per_model[b], bins, axis=axis), a, b, axis)
+            for a, b in length_pairs(g, set(per_model))}
 
 
 def plot_name(g: Group) -> str:

@@ -10,6 +10,11 @@ crossover beside a real-data sweep's, each marked agree / disagree / undecided. 
         small: {folder: reference/.../when, diagnostic: homophily}
         real: {folder: reference/.../when_real, diagnostic: homophily}
         expect: ["attention > other", "cnn > other"]   # one or a list of the diagnostics' expectations
+
+A side may instead be a comparison along a length of the test items (``{folder, length: "a - b"}``,
+:func:`benchmarks.report.by_length.length_crossovers`: sentence, dependency or input length, from the
+trained models without a sweep); ``expect`` then names the row (one expectation). ``sweep`` may be a
+list of such mappings.
       reasons: {cnn: "...", "cnn > other": "..."}      # one per disagreement (rnn, cnn or an expectation)
 
 A disagreement without its reason, or a reason where the two agree, is a :class:`PageError`, so
@@ -69,6 +74,14 @@ def _sweep(analyse: Callable[..., Any], spec: dict[str, Any], expect: str, where
     from benchmarks.report.sweeps import sweep_results
 
     an, folders = analyse(spec, where)
+    if spec.get("length"):
+        from benchmarks.report.by_length import length_crossovers
+
+        found = {pair: c for g in an.groups for pair, c in length_crossovers(g).items()}
+        if spec["length"] not in found:
+            raise PageError(f"page.yaml: {where}: no comparison {spec['length']!r} by length in {', '.join(folders)} "
+                            f"(it has: {', '.join(found) or 'none'})")
+        return found[spec["length"]], folders[0]
     res = next((r for r in sweep_results(an) if r.name == spec.get("diagnostic")), None)
     if res is None or expect not in res.crossovers:
         raise PageError(f"page.yaml: {where}: no swept diagnostic {spec.get('diagnostic')!r} with expectation "
@@ -109,14 +122,17 @@ def predicts_blocks(specs: list[dict[str, Any]], runs: dict[str, Any], root: Pat
             raise PageError(f"page.yaml: {where}: no headline titled {spec['headline']!r} (have: {', '.join(runs)})")
         if not isinstance(spec["small"], dict) or not {"folder", "diagnostic"} <= set(spec["small"]):
             raise PageError(f"page.yaml: {where}: small: a mapping with folder and diagnostic expected")
-        sw = spec.get("sweep") or {}
-        if not isinstance(sw, dict) or (sw and not all(isinstance(sw.get(k), dict) for k in ("small", "real"))):
-            raise PageError(f"page.yaml: {where}: sweep: a mapping with small and real (each folder and diagnostic) "
-                            "and expect expected")
+        sweeps = spec.get("sweep") or []
+        sweeps = sweeps if isinstance(sweeps, list) else [sweeps]
+        if not all(isinstance(sw, dict) and all(isinstance(sw.get(k), dict) for k in ("small", "real")) for sw in sweeps):
+            raise PageError(f"page.yaml: {where}: sweep: a mapping (or a list of them) with small and real (each "
+                            "folder and diagnostic, or folder and length) and expect expected")
         reasons = spec.get("reasons") or {}
         if not isinstance(reasons, dict):
             raise PageError(f"page.yaml: {where}: reasons: a mapping of rnn, cnn or an expectation to its reason expected")
-        expects = [sw["expect"]] if isinstance(sw.get("expect"), str) else list(sw.get("expect") or [])
+        pairs = [(sw, e) for sw in sweeps for e in ([sw["expect"]] if isinstance(sw.get("expect"), str)
+                                                    else list(sw.get("expect") or []))]
+        expects = [e for _, e in pairs]
         unknown = set(reasons) - {"rnn", "cnn", *expects}
         if unknown:
             raise PageError(f"page.yaml: {where}: reasons.{sorted(unknown)[0]} is not one of rnn, cnn"
@@ -134,13 +150,15 @@ def predicts_blocks(specs: list[dict[str, Any]], runs: dict[str, Any], root: Pat
             rows.append([spec["domain"], f"attention {label}", f"{small.diagnostic}: {s_text}",
                          f"{run.group.base_dataset or run.group.dataset}: {b_text}",
                          verdict, reason or "–"])
-        for expect in expects:
+        for sw, expect in pairs:
             a, _ = _sweep(analyse, sw.get("small") or {}, expect, where + " sweep.small")
             b, _ = _sweep(analyse, sw.get("real") or {}, expect, where + " sweep.real")
             verdict = crossovers_agree(a, b)
             tally[verdict] += 1
             reason = _check_reason(reasons, expect, verdict, f"the crossovers of {expect!r}", where)
-            rows.append([spec["domain"], f"crossover of {expect} along {sw['small'].get('diagnostic')}",
+            what = (f"crossover of {expect} along {sw['small']['diagnostic']}" if sw["small"].get("diagnostic")
+                    else f"{expect} ({sw['small'].get('length')}, per length bin)")
+            rows.append([spec["domain"], what,
                          f"synthetic: {a.statement}", f"real: {b.statement}", verdict, reason or "–"])
     return [Heading(2, "Does the small answer predict the big one?"),
             Paragraph("Each domain's synthetic diagnostic (quick.yaml, seconds per cell) against its real-data headline "

@@ -24,7 +24,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from benchmarks.report import stats
 from benchmarks.report.diagnostics import (CONTRADICTED, MATCHED, DiagnosticRow, definitions, expectations,
@@ -33,7 +33,7 @@ from benchmarks.report.document import Block, Heading, Image, Paragraph, Table
 from benchmarks.report.format import fmt_ci, fmt_metric
 from benchmarks.report.results import Analysis, Group
 
-__all__ = ["Crossover", "SweepResult", "crossover", "sweep_results", "sweep_blocks", "as_json", "summary_lines",
+__all__ = ["Crossover", "SweepResult", "crossover", "place_crossover", "sweep_results", "sweep_blocks", "as_json", "summary_lines",
            "read_summary"]
 
 
@@ -95,20 +95,29 @@ def crossover(values: list[Any], rows: list[DiagnosticRow], mode: str, left: str
     worse = [v for v, r in pts if r.verdict == stats.WORSE]
     if len(pts) < 2:
         return Crossover(f"too few points with results ({len(pts)}) to place a crossover", None, None, None, better, worse)
-    xs = [float(v) for v, _ in pts]
-    log = min(xs) > 0 and max(xs) / min(xs) >= 10
-    d = [sign * r.diff.diff for _, r in pts]
     boot = all(r.items is not None for _, r in pts)  # the bootstrap over seeds and test items, where kept
+    d = [sign * r.diff.diff for _, r in pts]
     lo = [sign * (r.items.low if boot else r.diff.ci_low if r.diff.ci_low is not None else r.diff.diff) for _, r in pts]
     hi = [sign * (r.items.high if boot else r.diff.ci_high if r.diff.ci_high is not None else r.diff.diff) for _, r in pts]
+    how = "the bootstrap over seeds and test items" if boot else "the t-intervals over seeds"
+    return place_crossover([float(v) for v, _ in pts], d, lo, hi, better, worse, left, right, how)
+
+
+def place_crossover(xs: list[float], d: list[float], lo: list[float], hi: list[float], better: list[Any],
+                    worse: list[Any], left: str, right: str, how: str,
+                    label: Callable[[Any], str] = fmt_metric) -> Crossover:
+    """Where ``left − right`` flips along the ascending axis ``xs``: ``d`` its difference at each
+    point (positive = ``left`` better), ``lo``/``hi`` its interval, ``better``/``worse`` the points
+    (as ``label`` names them) where it is significant; ``how`` says how the intervals were made."""
+    log = min(xs) > 0 and max(xs) / min(xs) >= 10
     lo, hi = [min(a, b) for a, b in zip(lo, hi)], [max(a, b) for a, b in zip(lo, hi)]
-    span = f"between {fmt_metric(xs[0])} and {fmt_metric(xs[-1])}"
+    span = f"between {label(xs[0])} and {label(xs[-1])}"
     if not better and not worse:
         return Crossover(f"no significant difference at any value {span}: no crossover", None, None, None)
     if not worse or not better:
         which, where = ("better", better) if better else ("worse", worse)
         return Crossover(f"no crossover {span}: {left} is significantly {which} than {right} at "
-                         f"{', '.join(fmt_metric(v) for v in where)} and never significantly "
+                         f"{', '.join(label(v) for v in where)} and never significantly "
                          f"{'worse' if better else 'better'}", None, None, None, better, worse)
     at = _first_zero(xs, d, log)
     # where each end of the interval crosses 0: the range of axis values the crossover may lie in
@@ -120,10 +129,9 @@ def crossover(values: list[Any], rows: list[DiagnosticRow], mode: str, left: str
         f" (interval {fmt_metric(low) if low is not None else '≤ ' + fmt_metric(xs[0])} to "
         f"{fmt_metric(high) if high is not None else '≥ ' + fmt_metric(xs[-1])})")
     return Crossover(f"{left} goes from significantly {first} than {right} (at "
-                     f"{', '.join(fmt_metric(v) for v in (worse if rising else better))}) to significantly {then} "
-                     f"(at {', '.join(fmt_metric(v) for v in (better if rising else worse))}); the crossover is at "
-                     f"{where}{', log-interpolated' if log else ''}; interval from "
-                     f"{'the bootstrap over seeds and test items' if boot else 'the t-intervals over seeds'}",
+                     f"{', '.join(label(v) for v in (worse if rising else better))}) to significantly {then} "
+                     f"(at {', '.join(label(v) for v in (better if rising else worse))}); the crossover is at "
+                     f"{where}{', log-interpolated' if log else ''}; interval from {how}",
                      at, low, high, better, worse)
 
 

@@ -141,3 +141,20 @@ def test_frame_accuracy_by_input_length_bins_the_inputs_not_the_frames():
     gaps = gap_by_length(fading, steady, bins, resamples=300, axis=axis)
     assert gaps[0].low < 0 < gaps[0].high and gaps[-1].high < -15 and gaps[-1].unit == "utterance"
     assert "frames" in length_statement("a", "b", bins, gaps, axis=axis)
+
+
+def test_a_length_crossover_is_placed_like_a_sweeps_and_named_by_bins():
+    """Ahead on short dependencies, behind on long ones: the crossover lies between the bins where each
+    holds, and the statement names the bins in words; a gap that never flips says so."""
+    from benchmarks.report.by_length import AXES, gap_by_length, length_crossover
+
+    axis = AXES[1]
+    distances = np.random.default_rng(6).geometric(0.25, 8000)
+    a = {s: _tokens(lambda d: 0.99 if d <= 2 else 0.75, distances, 50 + s) for s in range(3)}
+    b = {s: _tokens(lambda d: 0.9, distances, 60 + s) for s in range(3)}
+    bins = axis.bins(a[0])
+    c = length_crossover(bins, gap_by_length(a, b, bins, resamples=300, axis=axis), "a", "b", axis)
+    assert c.at is not None and 2 <= c.at <= 4 and c.low <= c.at <= c.high
+    assert "1 words" in c.statement and "significantly better" in c.statement
+    same = length_crossover(bins, gap_by_length(b, b, bins, resamples=300, axis=axis), "b", "b", axis)
+    assert same.at is None and "no significant difference" in same.statement

@@ -49,6 +49,7 @@ def test_the_committed_section_is_on_the_page():
     text = build_page(PAGE_SPEC)
     assert "## Does the small answer predict the big one?" in text
     assert "| Graphs | attention vs best CNN |" in text
+    assert "| Translation | Bahdanau attention over none along sentence length (rnn_bahdanau - rnn_noattn" in text
 
 
 def test_a_disagreement_without_its_reason_is_refused(tmp_path):
@@ -76,3 +77,11 @@ def test_a_reason_beside_an_agreement_is_refused(tmp_path):
 def test_a_malformed_entry_is_one_page_error(tmp_path, edit, needle):
     with pytest.raises(PageError, match=needle):
         build_page(_spec_with(tmp_path, edit))
+
+
+def test_a_length_comparison_the_records_do_not_have_is_refused(tmp_path):
+    def rename(predicts):
+        entry = next(p for p in predicts if p["domain"] == "Translation")
+        entry["sweep"][0]["real"]["length"] = "transformer - nope"
+    with pytest.raises(PageError, match=r"no comparison 'transformer - nope' by length in .*translation \(it has: "):
+        build_page(_spec_with(tmp_path, rename))
