@@ -187,11 +187,14 @@ def gap_by_length(a: dict[Any, Any], b: dict[Any, Any], bins: list[tuple[int, in
 
 def length_pairs(g: Group, have: set[str]) -> list[tuple[str, str]]:
     """The comparisons by length: the best attention model (chosen on validation) against the best
-    RNN and the best CNN, and the RNN decoder with Bahdanau attention against the one without."""
+    RNN and the best CNN and, when it is not the full-attention ``transformer``, against that one;
+    the RNN decoder with Bahdanau attention against the one without."""
     from benchmarks.report.analysis import best_of
 
     att = best_of(g, "attention")
     pairs = [(att.model, m.model) for fam in ("rnn", "cnn") if att and (m := best_of(g, fam)) and m.model in have]
+    if att and att.model != "transformer" and "transformer" in have:  # truncated (or another pattern) vs full
+        pairs.append((att.model, "transformer"))
     if {"rnn_bahdanau", "rnn_noattn"} <= have:
         pairs.append(("rnn_bahdanau", "rnn_noattn"))
     return [p for i, p in enumerate(pairs) if p[0] in have and p not in pairs[:i]]
