@@ -217,7 +217,9 @@ def length_statement(a: str, b: str, bins: list[tuple[int, int]], gaps: list[Any
     (b0, g0), (b1, g1) = ok[0], ok[-1]
     parts = [f"{f'{a} - {b}: ' if named else ''}{g0.diff:+.1f} {axis.diff_unit} [{g0.low:+.1f}, {g0.high:+.1f}] at "
              f"{bin_label(*b0)} {axis.unit}, {g1.diff:+.1f} [{g1.low:+.1f}, {g1.high:+.1f}] at {bin_label(*b1)}"]
-    parts.append(f"ahead in {len(better)} of {len(ok)} bins" + (f" ({', '.join(better)})" if better else "")
+    parts.append(f"ahead in {len(better)} of {len(ok)} bins"
+                 + (f" with an interval (of {len(bins)}; the others hold one test example)" if len(ok) < len(bins) else "")
+                 + (f" ({', '.join(better)})" if better else "")
                  + (f", behind in {len(worse)} ({', '.join(worse)})" if worse else ", behind in none"))
     what = axis.name.split()[0]  # sentence | dependency
     if better and worse:
@@ -307,8 +309,11 @@ def by_length_blocks(an: Analysis, plots_dir: Path, written: dict[str, Path], wa
         bins = axis.bins(_first(per_model))
         table = {model: score_by_bin(items, bins, axis) for model, items in per_model.items()}
         counts = [int(((lengths >= lo) & (lengths <= hi)).sum()) for lo, hi in bins]
+        of = _first(per_model).group_of  # (N,) each unit's example, where units are finer
+        groups = [None if of is None else len(np.unique(of[(lengths >= lo) & (lengths <= hi)])) for lo, hi in bins]
         unit, group = _first(per_model).unit, _first(per_model).group
-        headers = ["model"] + [f"{bin_label(lo, hi)} {axis.unit} ({n} {unit}s)" for (lo, hi), n in zip(bins, counts)]
+        headers = ["model"] + [f"{bin_label(lo, hi)} {axis.unit} ({n} {unit}s" + (f" in {k} {group}s)" if k else ")")
+                               for (lo, hi), n, k in zip(bins, counts, groups)]
         rows = [[model] + [("–" if c is None else f"{c[0]:.1f} ({c[1]:.1f}-{c[2]:.1f})") for c in cells]
                 for model, cells in table.items()]
         title = f"{g.task} / {g.dataset}: {axis.metric.split(' ')[0]} by {axis.name}"
