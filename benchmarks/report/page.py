@@ -81,6 +81,11 @@ def _folders(spec: dict[str, Any], where: str) -> list[str]:
     return spec["folder"] if isinstance(spec["folder"], list) else [spec["folder"]]
 
 
+#: how the page names a task in running text
+DOMAIN_NAMES = {"graphs": "Graphs", "pos_tagging": "POS tagging", "translation": "Translation", "speech": "Speech",
+                "vision": "Vision"}
+
+
 def _analyse(spec: dict[str, Any], root: Path, where: str) -> tuple[Any, list[str]]:
     folders = _folders(spec, where)
     paths = [root / f for f in folders]
@@ -344,7 +349,7 @@ class _Builder:
                                  f"[plot]({plot}) · {_link(folders[0])}"])
             for g, (axis, bins, pair, statement) in lengths:
                 plot = f"{folders[0]}/plots/{plot_name(g)}"
-                rows.append([f"{g.task.replace('_', ' ').capitalize()} by {axis.name} ({g.base_dataset or g.dataset})",
+                rows.append([f"{DOMAIN_NAMES.get(g.task, g.task)} by {axis.name} ({g.base_dataset or g.dataset})",
                              f"{axis.name}: " + ", ".join(bin_label(lo, hi) for lo, hi in bins), pair, statement,
                              f"[plot]({plot}) · {_link(folders[0])}"])
         return [Heading(2, "When attention wins"),

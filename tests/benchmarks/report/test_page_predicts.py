@@ -70,7 +70,8 @@ def test_a_reason_beside_an_agreement_is_refused(tmp_path):
 
 @pytest.mark.parametrize("edit, needle", [
     (lambda p: p[0].update(small="quick"), "small: a mapping with folder and diagnostic expected"),
-    (lambda p: p[0].update(sweep=["x"]), "sweep: a mapping with small and real"),
+    (lambda p: p[0].update(sweep=["x"]), r"sweep: a mapping \(or a list of them\) with small and real"),
+    (lambda p: p[0].update(sweep="x"), r"sweep: a mapping \(or a list of them\) with small and real"),
     (lambda p: p[0].update(reasons="because"), "reasons: a mapping"),
     (lambda p: p[0].update(headline="Nowhere"), "no headline titled 'Nowhere'"),
 ])
