@@ -97,6 +97,22 @@ def item_seed_interval(a: dict[Any, Any], b: dict[Any, Any], confidence: float =
     """The bootstrap interval of ``metric(a) - metric(b)`` over the seeds both have and their test
     examples; None with fewer than 2 common seeds or when the items do not line up (other units,
     other test examples)."""
+    # a page builds each comparison several times (headline, sections, When, predicts) and its tests
+    # build the page many times: the items are the same objects (model_items keeps them), so an
+    # interval is computed once per process; the entry holds the items, so their ids stay theirs
+    key = (tuple((s, id(it)) for s, it in a.items()), tuple((s, id(it)) for s, it in b.items()), confidence,
+           resamples, seed)
+    if key not in _INTERVALS:
+        _INTERVALS[key] = (list(a.values()), list(b.values()),
+                           _item_seed_interval(a, b, confidence, resamples=resamples, seed=seed))
+    return _INTERVALS[key][-1]
+
+
+_INTERVALS: dict[Any, tuple[list[Any], list[Any], ItemInterval | None]] = {}
+
+
+def _item_seed_interval(a: dict[Any, Any], b: dict[Any, Any], confidence: float, *, resamples: int,
+                        seed: int) -> ItemInterval | None:
     seeds = sorted(set(a) & set(b), key=str)
     if len(seeds) < 2:
         return None
