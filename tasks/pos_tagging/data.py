@@ -92,6 +92,8 @@ def _check_conllu_lines(text: str, source: str) -> None:
             raise corrupt(source, f"bad token ID {cols[0][:20]!r} (expected 1, 1-2 or 1.1)", no)
         if cols[0].isdigit() and cols[3] in ("_", ""):
             raise corrupt(source, f"word {cols[1]!r} (id {cols[0]}) has no UPOS tag", no)
+        if cols[0].isdigit() and not (cols[6] in ("_", "") or cols[6].isdigit()):
+            raise corrupt(source, f"word {cols[1]!r} (id {cols[0]}) has HEAD {cols[6][:20]!r}, not a word id (or _)", no)
         if cols[0].isdigit() and cols[3] not in UPOS:
             raise corrupt(source, f"word {cols[1]!r} (id {cols[0]}) has UPOS tag {cols[3][:20]!r}, not one of "
                                   f"the 17 universal tags: {', '.join(UPOS)}", no)

@@ -97,6 +97,8 @@ def test_conllu_heads_give_each_words_distance_to_its_head():
     sents = parse_conllu(CONLLU, heads=True)
     assert [s[2] for s in sents] == [[2, 1, 0, 1, 2, 3], [0, 1]]
     assert [s[:2] for s in sents] == parse_conllu(CONLLU)
+    with pytest.raises(ValueError, match=r"f\.conllu.*line 1.*HEAD 'zz', not a word id"):
+        parse_conllu("1\tx\tx\tNOUN\t_\t_\tzz\troot\t_\t_\n\n", source="f.conllu", heads=True)
 
 
 def _write_treebank(folder: Path, code: str = "xx_toy") -> dict[str, str]:
