@@ -62,7 +62,8 @@ def tuning_entries(cells: list[Any], records: dict[str, dict[str, Any]], points:
     groups: dict[tuple, list[Any]] = {}
     for c in cells:
         groups.setdefault((c.task, c.dataset, c.model, setting_of(c.config, keys)["id"]), []).append(c)
-    out = []
+    out: list[dict[str, Any]] = []
+    configs: list[dict[str, Any]] = []
     for (task, dataset, model, _), members in groups.items():
         t = get_task(task)
         first = members[0]
@@ -84,7 +85,32 @@ def tuning_entries(cells: list[Any], records: dict[str, dict[str, Any]], points:
                      window=[{k: w[k] for k in keys} for w in window],
                      trials=[{k: v for k, v in tr.items() if not k.startswith("_")} for tr in trials])
         out.append(entry)
+        configs.append(first.config)
+    _label_settings(out, configs, keys)
     return out
+
+
+def _label_settings(entries: list[dict[str, Any]], configs: list[dict[str, Any]], keys: list[str]) -> None:
+    """Give the entries that share task, dataset, model and diagnostic (a sweep's points) an
+    ``at`` mapping: the parameters (outside the searched ``keys``) whose values tell them apart."""
+    def flat(config: dict[str, Any]) -> dict[str, Any]:
+        out = {"train_fraction": config.get("train_fraction")}
+        for section in ("dataset_params", "model_params", "module_params"):
+            out.update({k: v for k, v in (config.get(section) or {}).items() if k not in keys})
+        return out
+
+    groups: dict[tuple, list[int]] = {}
+    for i, e in enumerate(entries):
+        groups.setdefault((e["task"], e["dataset"], e["model"], e.get("diagnostic")), []).append(i)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        params = [flat(configs[i]) for i in members]
+        names = [k for k in params[0] if any(repr(p.get(k)) != repr(params[0].get(k)) for p in params[1:])]
+        for i, p in zip(members, params):  # placed before the setting, where a reader looks
+            e = entries[i]
+            head = {k: e[k] for k in ("task", "dataset", "model", "family", "diagnostic") if k in e}
+            entries[i] = {**head, "at": {k: p.get(k) for k in names}, **{k: v for k, v in e.items() if k not in head}}
 
 
 def _choose(trials: list[dict[str, Any]], mode: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -114,7 +140,7 @@ def _flowed(doc: dict[str, Any]) -> dict[str, Any]:
     """``doc`` with its row-like mappings marked for one-line output."""
     doc = dict(doc)
     doc["search"] = {**doc["search"], "grid": [_Flow(p) for p in doc["search"]["grid"]]}
-    doc["entries"] = [{**e, "setting": _Flow(e["setting"]), "metric": _Flow(e["metric"]),
+    doc["entries"] = [{**e, **({"at": _Flow(e["at"])} if "at" in e else {}), "setting": _Flow(e["setting"]), "metric": _Flow(e["metric"]),
                        "chosen": None if e["chosen"] is None else _Flow(e["chosen"]),
                        "window": [_Flow(w) for w in e["window"]], "trials": [_Flow(t) for t in e["trials"]]}
                       for e in doc["entries"]]
@@ -164,6 +190,7 @@ def tuning_doc_blocks(doc: dict[str, Any], shown: str, level: int = 2) -> list[B
         by_point = {tuple(t.get(k) for k in keys): t for t in e.get("trials") or []}
         cells = [_trial_text(by_point.get(tuple(p.get(k) for k in keys), {}), chosen, keys) for p in grid]
         where = f"{e['task']} / {e['dataset']}" + (f" · {e['diagnostic']}" if e.get("diagnostic") else "")
+        where += "".join(f" · {k}={v:g}" if isinstance(v, float) else f" · {k}={v}" for k, v in (e.get("at") or {}).items())
         rows.append([where, e["model"], e.get("family", ""), point_label(chosen) if chosen else "none", _window_text(e, keys), *cells])
         if chosen and len(e.get("window") or []) == 1 and len(grid) > 1:
             narrow.append(f"{e['model']} ({e.get('family', '')})")
@@ -193,7 +220,8 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
     for e in doc.get("entries") or []:
         chosen = e.get("chosen")
         what = point_label(chosen) if chosen else "no value (no grid point trained every seed)"
-        out.append(f"  {e['task']}/{e['dataset']} {e['model']} ({e.get('family', '')}): {what}; "
+        at = "".join(f" {k}={v}" for k, v in (e.get("at") or {}).items())
+        out.append(f"  {e['task']}/{e['dataset']}{at} {e['model']} ({e.get('family', '')}): {what}; "
                    f"lr window {_window_text(e, keys)}")
     return out
 

@@ -167,3 +167,20 @@ def test_a_config_whose_own_tuning_file_is_not_written_yet_can_be_tuned(tmp_path
     cfg = _config(tmp_path, "tuning: tuning.yaml", name="ref.yaml")  # names the file this run writes
     assert _tune(tmp_path, "--dry-run", config=cfg) == 0
     assert "6 trial cells" in capsys.readouterr().out
+
+
+def test_the_points_of_a_sweep_are_tuned_apart_and_named_by_their_value(tmp_path, capsys):
+    import yaml
+
+    cfg = tmp_path / "sweep.yaml"
+    cfg.write_text(SUITE.format(tuning="", epochs=1).replace("    models: [linear]",
+                                                             "    dataset_params: {n: [256, 320]}\n    models: [linear]"))
+    assert main(["tune", str(cfg), "--grid", "0.1,1", "--out", str(tmp_path / "trials"), "--file",
+                 str(tmp_path / "tuning.yaml"), "--launcher", "inline"]) == 0
+    entries = yaml.safe_load((tmp_path / "tuning.yaml").read_text())["entries"]
+    assert [e["at"] for e in entries] == [{"n": 256}, {"n": 320}]
+    assert len({e["setting"]["id"] for e in entries}) == 2
+    table = (tmp_path / "trials" / "TUNING.md").read_text()
+    assert "toy / points · n=256" in table and "toy / points · n=320" in table
+    assert main(["tune", str(cfg), "--check", "--file", str(tmp_path / "tuning.yaml"), "--out",
+                 str(tmp_path / "trials")]) == 0
