@@ -292,7 +292,7 @@ def apply_tuning(cfg: dict[str, Any], cells: list[Any], source: str, problems: P
         if new.cell_id not in seen:
             seen.add(new.cell_id)
             out.append(new)
-    if not applied and not unchosen and len(problems) == before:
+    if not applied and not unchosen and not len(problems):  # another problem (a bad cell) would explain it
         problems.add(f"{source}: tuning: {shown} covers none of this config's cells (it tuned "
                      f"{', '.join(sorted({entry_label(e) for e in doc['entries']})) or 'nothing'}); "
                      "name the tuning file of this config, or set tuning: null")

@@ -25,6 +25,7 @@ FAMILIES = {"attention", "rnn", "cnn", "other"}
 def _tiny_quick() -> dict:
     cfg = yaml.safe_load((CONFIG_DIR / "quick.yaml").read_text(encoding="utf-8"))
     cfg["suite"], cfg["micro_benchmarks"] = "quick_tiny", []
+    cfg["tuning"] = None  # its rates were tuned at the main job's budgets, not these: the hand-set ones
     cfg["diagnostics"] = {n: {**d, "expect": ROBUST[n][0]} for n, d in cfg["diagnostics"].items() if n in ROBUST}
     cells = []
     for cell in cfg["cells"]:
