@@ -275,6 +275,12 @@ def apply_tuning(cfg: dict[str, Any], cells: list[Any], source: str, problems: P
             continue
         setting = setting_of(cell.config, keys)
         entry = next((e for e in entries if e["setting"]["id"] == setting["id"]), None)
+        if entry is None:  # the same problem under other trainer keys (a --set budget, compile): tuned there
+            entry = next((e for e in entries if all(e["setting"].get(k) == v for k, v in setting.items()
+                                                    if k not in ("id", "trainer"))), None)
+            if entry is not None and notices is not None:
+                notices.append(f"tuning: {shown} tuned {entry_label(cell)} under other trainer settings; its "
+                               "chosen value is applied")
         if entry is None:
             problems.add(f"{source}: tuning: {shown} tuned {entry_label(cell)} in another setting (this config "
                          f"differs in {_differs(entries, setting)}); rerun attnbench tune for this config, or set "

@@ -130,7 +130,7 @@ def test_cell_ids_of_planetoid_configs_do_not_change():
     from benchmarks.config import CONFIG_DIR
     from benchmarks.config.suite import expand, load_suite
 
-    runs = REPO / "results" / "reference" / "cpu-2core-amd-epyc" / "graphs" / "runs" / "graphs" / "planetoid"
+    runs = REPO / "results" / "reference" / "cpu-2core-intel-xeon-processor-avx512" / "graphs_tuned" / "runs" / "graphs" / "planetoid"
     if not runs.is_dir():
         pytest.skip(f"{runs} not in this checkout")
     cells = expand(load_suite(CONFIG_DIR / "graphs.yaml"))
