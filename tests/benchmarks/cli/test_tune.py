@@ -184,3 +184,11 @@ def test_the_points_of_a_sweep_are_tuned_apart_and_named_by_their_value(tmp_path
     assert "toy / points · n=256" in table and "toy / points · n=320" in table
     assert main(["tune", str(cfg), "--check", "--file", str(tmp_path / "tuning.yaml"), "--out",
                  str(tmp_path / "trials")]) == 0
+
+
+def test_a_config_with_other_trainer_keys_gets_the_tuned_value_with_a_notice(tuned, tmp_path, capsys):
+    """Only the trainer differs (a --set budget, compile): the tuned value applies, and the run says so."""
+    cfg = _config(tmp_path, f"tuning: {tuned / 'tuning.yaml'}", epochs=3, name="other_budget.yaml")
+    assert main(["run", str(cfg), "--dry-run"]) == 0
+    said = capsys.readouterr()
+    assert "under other trainer settings; its chosen value is applied" in said.out + said.err, said
