@@ -139,7 +139,6 @@ def test_cells_the_file_does_not_cover_keep_their_lr_with_a_notice(tmp_path):
 
 @pytest.mark.parametrize("tuning,sets,said", [
     ("tuning: nope.yaml", [], "tuning='nope.yaml': no such file"),
-    ("tuning: tuning.yaml", ["trainer.max_epochs=3"], "tuned toy/points/linear in another setting (this config differs in trainer)"),
     ("tuning: tuning.yaml", ["cells.0.model_params={linear: {hidden: 2}}"], "differs in model_params"),
     ("tuning: tuning.yaml", ["cells.0.models=[broken]"], "covers none of this config's cells (it tuned toy/points/linear)"),
 ])
@@ -152,6 +151,15 @@ def test_a_missing_or_mismatched_tuning_file_is_one_line(tmp_path, tuning, sets,
     if "no such file" in msg:  # the valid choices: the tuning files there are, not every YAML file
         listed = msg.split("tuning files: ")[1]
         assert "tuning.yaml" in listed and "suite.yaml" not in listed and "base.yaml" not in listed
+
+
+def test_a_trainer_only_difference_keeps_the_tuned_value_with_a_notice(tmp_path):
+    """A --set budget (trainer keys) is not a different model setting: the tuned lr applies and a notice says so."""
+    _tuning_file(tmp_path)
+    cfg, notices = load_suite_with_notices(_config(tmp_path, "tuning: tuning.yaml"), ["trainer.max_epochs=3"])
+    lrs = {(c.model, c.config["module_params"]["lr"]) for c in expand(cfg)}
+    assert ("linear", 0.1) in lrs
+    assert any("trainer" in n for n in notices), notices
 
 
 def test_a_broken_tuning_file_is_one_line_naming_it(tmp_path):
