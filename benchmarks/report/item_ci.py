@@ -130,12 +130,12 @@ def _item_seed_interval(a: dict[Any, Any], b: dict[Any, Any], confidence: float,
     def per_seed(items: Any) -> tuple[np.ndarray, float]:
         """(R,) the metric on each resample of the examples, and on all of them."""
         if bleu:
-            from benchmarks.run.items import bleu_from_stats
+            from benchmarks.run.items import bleu_from_stats, bleu_rows
 
             sums = np.zeros((n_clusters, items.values.shape[1]), dtype=np.int64)
             np.add.at(sums, cluster, items.values)  # (C, K) each example's statistics
             drawn = w @ sums  # (R, K)
-            return np.array([bleu_from_stats(row) for row in drawn]), bleu_from_stats(sums.sum(0))
+            return bleu_rows(drawn), bleu_from_stats(sums.sum(0))
         correct = np.bincount(cluster, weights=items.values.astype(np.float64), minlength=n_clusters)  # (C,)
         count = np.bincount(cluster, minlength=n_clusters).astype(np.float64)  # (C,)
         return (w @ correct) / np.maximum(w @ count, 1.0), float(correct.sum() / max(count.sum(), 1.0))

@@ -43,6 +43,7 @@ import numpy as np
 from benchmarks.run import records as R
 
 __all__ = ["SCHEMA", "SUFFIX", "Items", "items_path", "write_items", "load_items", "score", "bleu_from_stats",
+           "bleu_rows",
            "encode_ints", "decode_ints"]
 
 SCHEMA = 1
@@ -193,6 +194,21 @@ def bleu_from_stats(stats: np.ndarray) -> float:
     s = s.sum(0) if s.ndim == 2 else s
     v = [int(x) for x in s]
     return float(BLEU.compute_bleu(v[2:6], v[6:10], v[0], v[1], smooth_method="exp").score)
+
+
+def bleu_rows(stats: np.ndarray) -> np.ndarray:
+    """Corpus BLEU of each row of summed statistics ``(R, 10)`` at once (a bootstrap's resamples):
+    :func:`bleu_from_stats`'s rule, vectorised; tested against it on random statistics."""
+    s = np.asarray(stats, dtype=np.float64)  # (R, 10): sys_len, ref_len, correct[4], total[4]
+    sys_len, ref_len, correct, total = s[:, 0], s[:, 1], s[:, 2:6], s[:, 6:10]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bp = np.where(sys_len < ref_len, np.where(sys_len > 0, np.exp(1.0 - ref_len / sys_len), 0.0), 1.0)
+        halvings = np.cumsum(correct == 0, axis=1)  # sacreBLEU's 'exp' smoothing: 1/2, 1/4, ... per zero order
+        prec = np.where(correct > 0, 100.0 * correct / total, 100.0 / (2.0 ** halvings * total))  # (R, 4)
+        logs = np.log(prec)
+    mean_log = (logs[:, 0] + logs[:, 1] + logs[:, 2] + logs[:, 3]) / 4.0  # left to right, as sacreBLEU sums
+    zero = (correct.sum(1) == 0) | (total == 0).any(1)  # no match at all, or an order with no n-grams
+    return np.where(zero, 0.0, bp * np.exp(np.where(zero, 0.0, mean_log)))
 
 
 def score(items: Items, take: np.ndarray | None = None) -> float:

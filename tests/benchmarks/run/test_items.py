@@ -145,3 +145,22 @@ def test_a_record_without_items_or_with_a_wrong_sidecar_gives_none(tmp_path):
         assert I.load_items(path) is None
     with pytest.raises(ValueError, match="_path"):
         I.load_items({"items": {"file": "x.items"}})
+
+
+def test_vectorised_bleu_equals_sacrebleus_on_random_statistics():
+    """bleu_rows (the bootstrap's fast path) against bleu_from_stats (sacreBLEU) row by row, with the
+    edge cases drawn on purpose: orders without a match (smoothing), no match at all, an order without
+    n-grams, a system shorter than the reference, an empty system."""
+    rng = np.random.default_rng()
+    total = rng.integers(0, 60, size=(400, 4))
+    total[rng.random(400) < 0.05, 3] = 0  # an order without n-grams
+    correct = np.minimum(total, rng.integers(0, 40, size=(400, 4)))
+    correct[rng.random((400, 4)) < 0.3] = 0  # orders without a match
+    correct[rng.random(400) < 0.05] = 0  # no match at all
+    sys_len = rng.integers(0, 80, size=400)
+    sys_len[rng.random(400) < 0.03] = 0
+    ref_len = rng.integers(1, 80, size=400)
+    stats = np.column_stack([sys_len, ref_len, correct, total])  # (R, 10)
+    want = np.array([I.bleu_from_stats(row) for row in stats])
+    np.testing.assert_allclose(I.bleu_rows(stats), want, rtol=1e-12, atol=1e-12)
+    assert (want == 0).any() and (want > 0).any()
