@@ -93,7 +93,21 @@ def _analyse(spec: dict[str, Any], root: Path, where: str) -> tuple[Any, list[st
         if not p.is_dir():
             raise PageError(f"page.yaml: folder {p.relative_to(root.parent) if root.parent in p.parents else p} "
                             f"does not exist")
-    return analyse(paths if len(paths) > 1 else paths[0], merge=spec.get("merge")), folders
+    key = (tuple(str(p.resolve()) for p in paths), spec.get("merge"), tuple(_fingerprint(p) for p in paths))
+    if key not in _ANALYSED:  # a page analyses a folder for several sections, and its tests build it often
+        _ANALYSED[key] = analyse(paths if len(paths) > 1 else paths[0], merge=spec.get("merge"))
+    return _ANALYSED[key], folders
+
+
+#: folder analyses of this process, keyed by the folders and the state of their files (read-only)
+_ANALYSED: dict[tuple[Any, ...], Any] = {}
+
+
+def _fingerprint(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """Every record, manifest and per-item sidecar under ``folder`` with its mtime and size: a
+    changed, added or removed file is a new key."""
+    files = sorted(f for f in folder.rglob("*") if f.suffix in (".json", ".items"))
+    return tuple((str(f), st.st_mtime_ns, st.st_size) for f in files for st in [f.stat()])
 
 
 def _load(spec: dict[str, Any], root: Path) -> _Run:

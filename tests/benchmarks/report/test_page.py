@@ -14,6 +14,33 @@ def test_committed_page_and_readme_headline_are_current():
     assert stale(PAGE_SPEC) == [], "run attnbench page and commit results/README.md and README.md"
 
 
+def test_a_folder_analysed_again_is_reused_until_one_of_its_files_changes(tmp_path):
+    """The page reuses a folder's analysis within a process (its tests build it dozens of times),
+    keyed by the files: an edited record is read again."""
+    import json
+    import shutil
+
+    from benchmarks.report.page import _analyse
+
+    src = PAGE_SPEC.parent / "reference" / "cpu-2core-intel-xeon-processor-avx512" / "pos_tagging"
+    shutil.copytree(src, tmp_path / "pos_tagging")
+    spec = {"folder": "pos_tagging"}
+    first, _ = _analyse(spec, tmp_path, "test")
+    assert _analyse(spec, tmp_path, "test")[0] is first
+    rec_path = next((tmp_path / "pos_tagging" / "runs").rglob("seed0-*.json"))
+    rec = json.loads(rec_path.read_text(encoding="utf-8"))
+    rec["test"] = {k: (v - 0.25 if isinstance(v, float) else v) for k, v in rec["test"].items()}
+    rec_path.write_text(json.dumps(rec), encoding="utf-8")
+    again, _ = _analyse(spec, tmp_path, "test")
+    assert again is not first
+    model = rec["model"]
+
+    def mean(an):
+        return next(sum(m.values) for g in an.groups for m in g.models if m.model == model)
+
+    assert mean(again) < mean(first)
+
+
 def test_readme_block_is_replaced_and_required():
     from benchmarks.report.page import README_END, README_START, PageError
     import pytest
