@@ -50,6 +50,9 @@ TASK_PACKAGES = {
     "speech": "tasks.speech",
     "vision": "tasks.vision",
 }
+#: heavy modules a domain's cells import lazily (not at package import, to keep ``import tasks.X``
+#: cheap): a warm parent (the local pool's forkserver) imports them once for the runs that have the domain
+TASK_WARM_MODULES = {"graphs": ("tasks.graphs.warm",)}
 
 T = TypeVar("T")
 

@@ -46,10 +46,12 @@ from benchmarks.run.sockets import POOL_TEMPDIR_ENV, SocketPathError, pool_tempd
 from benchmarks.run.worker import (EXIT, PLUGINS_ENV, RESOURCES_ENV, UnitResult, cells_from_manifest, end_unit, log_path,
                                manifest_suite, record_target, start_unit, unit_result)
 
-from tasks.common.registry import TASK_PACKAGES  # noqa: E402 - beside PRELOAD, its one use
+from tasks.common.registry import TASK_PACKAGES, TASK_WARM_MODULES  # noqa: E402 - beside PRELOAD, their one use
 
 PRELOAD = ["torch", "lightning", "benchmarks.run.runner", "benchmarks.run.worker", "tasks.common.registry",
            *TASK_PACKAGES.values()]  # the registry's one list of domains
+#: the forkserver's last preload: freezes what it imported (gc.freeze), so a forked cell's collections skip it
+FREEZE = "benchmarks.run.launchers._freeze"
 POLL_S = 0.2
 
 
@@ -207,7 +209,7 @@ class LocalLauncher:
         self.jobs, self.threads, self.per_gpu = pool_size(getattr(args, "jobs", None), len(self.gpus),
                                                           self.asked_per_gpu, self.cores)
 
-    def _context(self):
+    def _context(self, tasks: set[str] | frozenset[str] = frozenset()):
         try:  # the forkserver's socket goes there: short enough whatever the length of TMPDIR
             self.pool_tmp = pool_tempdir()
         except SocketPathError as err:
@@ -215,7 +217,9 @@ class LocalLauncher:
 
             raise usage_error(str(err)) from None
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(PRELOAD + [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m])
+        warm = [m for t in sorted(tasks) for m in TASK_WARM_MODULES.get(t, ())]  # the run's domains' heavy imports
+        plugins = [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m]
+        ctx.set_forkserver_preload(PRELOAD + warm + plugins + [FREEZE])
         # the code the forked cells run is what the forkserver imports now, whatever the checkout
         # holds when a cell starts later: their records name this commit (records.environment)
         self.code_git = json.dumps(git_state())
@@ -280,7 +284,7 @@ class LocalLauncher:
         cells = cells_from_manifest(jobs[0].out)
         suite = manifest_suite(jobs[0].out)
         self._check(jobs, cells)
-        ctx = self._context()
+        ctx = self._context({cells[j.cell_id].task for j in jobs if j.cell_id in cells})
         free = [g for g in self.gpus for _ in range(self.per_gpu)]
         pending = self._order(jobs, cells, suite, log)
         log(f"local pool: {self.jobs} worker(s), {self.threads} torch thread(s) each"
