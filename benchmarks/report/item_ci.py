@@ -71,13 +71,13 @@ def model_items(records: list[dict[str, Any]]) -> dict[Any, Any]:
 _CACHE: dict[tuple[str, str], Any] = {}
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=12)
 def _draws(n_clusters: int, n_seeds: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The resamples' draws: how often each example and each seed is drawn (multinomial counts;
-    seeds as weights summing to 1). The same for every comparison on one test set (a report makes
-    dozens), so computed once: read-only."""
+    """The resamples' draws: how often each example and each seed is drawn (multinomial counts, as
+    float32: exact up to 2**24; seeds as weights summing to 1). The same for every comparison on one
+    test set (a page makes dozens on a dozen test sets), so computed once: read-only."""
     rng = np.random.default_rng(seed)
-    w = rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=resamples).astype(np.float64)
+    w = rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=resamples).astype(np.float32)
     v = rng.multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds), size=resamples) / n_seeds
     w.flags.writeable = False
     v.flags.writeable = False
@@ -125,29 +125,38 @@ def _item_seed_interval(a: dict[Any, Any], b: dict[Any, Any], confidence: float,
     if n_clusters < 2:
         return None
     w, v = _draws(n_clusters, len(seeds), resamples, seed)  # (R, C) example counts, (R, S) seed weights
-    bleu = first.values.ndim == 2
+    series = [a[s] for s in seeds] + [b[s] for s in seeds]  # a's seeds, then b's
+    if first.values.ndim == 2:  # BLEU: each example's statistics, (C, K) per series
+        from benchmarks.run.items import bleu_from_stats, bleu_rows
 
-    def per_seed(items: Any) -> tuple[np.ndarray, float]:
-        """(R,) the metric on each resample of the examples, and on all of them."""
-        if bleu:
-            from benchmarks.run.items import bleu_from_stats, bleu_rows
-
-            sums = np.zeros((n_clusters, items.values.shape[1]), dtype=np.int64)
-            np.add.at(sums, cluster, items.values)  # (C, K) each example's statistics
-            drawn = w @ sums  # (R, K)
-            return bleu_rows(drawn), bleu_from_stats(sums.sum(0))
-        correct = np.bincount(cluster, weights=items.values.astype(np.float64), minlength=n_clusters)  # (C,)
+        k = first.values.shape[1]
+        stats = np.zeros((n_clusters, len(series) * k), dtype=np.int64)  # (C, 2S*K)
+        for j, it in enumerate(series):
+            np.add.at(stats[:, j * k:(j + 1) * k], cluster, it.values)
+        drawn = _drawn(w, stats)  # (R, 2S*K): one pass over the draws for every series
+        sums = stats.sum(0)
+        metric = np.stack([bleu_rows(drawn[:, j * k:(j + 1) * k]) for j in range(len(series))], 1)  # (R, 2S)
+        observed = np.array([bleu_from_stats(sums[j * k:(j + 1) * k]) for j in range(len(series))])  # (2S,)
+    else:  # accuracy: units correct over units drawn; the units per example are the same for every series
         count = np.bincount(cluster, minlength=n_clusters).astype(np.float64)  # (C,)
-        return (w @ correct) / np.maximum(w @ count, 1.0), float(correct.sum() / max(count.sum(), 1.0))
-
-    diffs = np.empty((resamples, len(seeds)))  # (R, S)
-    observed = []
-    for j, s in enumerate(seeds):
-        ra, oa = per_seed(a[s])
-        rb, ob = per_seed(b[s])
-        diffs[:, j] = ra - rb
-        observed.append(oa - ob)
+        cols = [count] + [np.bincount(cluster, weights=it.values.astype(np.float64), minlength=n_clusters)
+                          for it in series]
+        drawn = _drawn(w, np.stack(cols, 1))  # (R, 1 + 2S)
+        metric = drawn[:, 1:] / np.maximum(drawn[:, :1], 1.0)  # (R, 2S)
+        total = np.stack(cols, 1).sum(0)
+        observed = total[1:] / max(total[0], 1.0)
+    n = len(seeds)
+    diffs = metric[:, :n] - metric[:, n:]  # (R, S)
     boot = (diffs * v).sum(axis=1)  # (R,) each resample's seeds, drawn with replacement
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(boot, [tail, 1.0 - tail])
+    observed = observed[:n] - observed[n:]
     return ItemInterval(float(np.mean(observed)), float(low), float(high), len(seeds), n_clusters, unit, confidence)
+
+
+def _drawn(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``w @ x`` in float64: (R, C) counts times (C, M) integer statistics per example; in float32
+    (half the memory traffic) when every sum is an integer below 2**24, so exact either way."""
+    if np.all(x >= 0) and float(x.max(initial=0)) * w.shape[1] < 2.0 ** 24 and np.array_equal(x, np.round(x)):
+        return (w @ x.astype(np.float32)).astype(np.float64)
+    return w.astype(np.float64) @ x.astype(np.float64)

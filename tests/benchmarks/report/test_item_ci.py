@@ -83,3 +83,14 @@ def test_items_that_do_not_line_up_give_none():
     other = Items("image", np.array([0, 1, 2, 5]), np.array([1, 0, 1, 1], dtype=bool))
     assert item_seed_interval({0: a, 1: a}, {0: other, 1: other}) is None
     assert item_seed_interval({0: a}, {0: a}) is None  # one common seed
+
+
+@pytest.mark.parametrize("scale", [1, 10**6])  # sums below 2**24 (float32, exact) and above (float64)
+def test_the_drawn_sums_are_exact(scale):
+    from benchmarks.report.item_ci import _draws, _drawn
+
+    w, _ = _draws(300, 3, 500, 0)
+    x = np.random.default_rng(scale).integers(0, 40, size=(300, 5)) * scale  # (C, M) integer statistics
+    want = w.astype(np.int64) @ x  # integer arithmetic: the exact sums
+    got = _drawn(w, x)
+    assert got.dtype == np.float64 and np.array_equal(got, want.astype(np.float64))
