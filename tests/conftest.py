@@ -4,10 +4,11 @@
 beside the repository); tests that need it skip cleanly when it is absent. Treat it as
 read-only: loaders copy or decompress into ``tmp_path``.
 
-Parallel runs (pytest-xdist, ``-n 2`` as in the README): the tests under a folder of
+Parallel runs (pytest-xdist, ``-n 3`` as in the README): the tests under a folder of
 :data:`GROUPS` share one external resource and run on one worker, one after another (the
-scheduler below); each worker uses one torch thread (two workers on two cores; a test that needs
-more sets it itself).
+scheduler below); each worker uses one torch thread, and so do the processes its tests start (three
+workers on two cores: the tests wait on their processes a third of the time; a test that needs more
+threads sets it itself).
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ def pytest_configure(config: pytest.Config) -> None:
         import torch
 
         torch.set_num_threads(1)
+        # and the processes its tests start (CLI drivers, Slurm/Ray jobs): the workers already fill
+        # the cores, and a second OpenMP thread waiting for a busy core costs ~10x per step
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
