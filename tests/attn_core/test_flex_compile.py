@@ -73,8 +73,17 @@ def _fresh_caches():
     attn_core.clear_caches()
 
 
-@pytest.mark.slow
-def test_sweep_of_batch_shapes_compiles_a_fixed_number_of_graphs():
+@pytest.fixture
+def dynamo_only(monkeypatch):
+    """``attn_core``'s own ``torch.compile`` call (its options, its caching), with each graph handed
+    to the ``eager`` backend: the graph count is dynamo's alone (traces, guards, recompiles), and no
+    inductor C++ build (10-25 s per graph on 2 CPU cores) is paid for a test about shapes. The
+    compiled kernels' values are :func:`test_head_sizes_and_dtypes`'."""
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: real(fn, **{**kw, "backend": "eager"}))
+
+
+def test_sweep_of_batch_shapes_compiles_a_fixed_number_of_graphs(dynamo_only):
     """16 batches of new shapes (as length-bucketed speech batches are), with and without
     padding: at most one graph per length bucket plus one for the batch size going dynamic,
     all equal to the reference; after ``clear_caches()`` the next call compiles afresh.
@@ -87,7 +96,8 @@ def test_sweep_of_batch_shapes_compiles_a_fixed_number_of_graphs():
         q, k, v, kpm = _batch(b, length, length, 32, seed=i, pad=i % 2 == 1)
         _check_compiled(q, k, v, kpm, 16, False, torch.float32)
     assert buckets == {256, 384, 512, 768}
-    assert 1 <= counters["stats"]["unique_graphs"] <= len(buckets) + 1, dict(counters["stats"])
+    # lengths static: a graph per bucket; the batch dynamic: at most one more
+    assert len(buckets) <= counters["stats"]["unique_graphs"] <= len(buckets) + 1, dict(counters["stats"])
     attn_core.clear_caches()
     assert not Fn._BAND_LAYOUTS
     counters.clear()
@@ -96,17 +106,16 @@ def test_sweep_of_batch_shapes_compiles_a_fixed_number_of_graphs():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("d", [24, 64])
-def test_head_sizes_and_dtypes(d, dtype):
-    """Head sizes 24 and 64 in fp32 and bf16, causal and not, padded or not, lengths of one
-    bucket (129..256) and a cross-length pair: one graph per bucket pair, +1 for the batch."""
-    for causal in (False, True):
-        counters.clear()
-        for i, (b, lq, lk, pad) in enumerate([(2, 130, 130, True), (3, 190, 190, False), (1, 150, 100, True)]):
-            q, k, v, kpm = _batch(b, lq, lk, d, seed=d + i, pad=pad)
-            _check_compiled(q, k, v, kpm, 7, causal, dtype)
-        assert 1 <= counters["stats"]["unique_graphs"] <= 3, dict(counters["stats"])
+@pytest.mark.parametrize("d,dtype,causal", [(24, torch.float32, False), (64, torch.bfloat16, True)])
+def test_head_sizes_and_dtypes(d, dtype, causal):
+    """The inductor-compiled kernel's values: head sizes 24 and 64, fp32 and bf16, causal and not
+    (each value in one case: every graph is a C++ build of 10-25 s on 2 CPU cores), padded or not,
+    lengths of one bucket (129..256) and a cross-length pair: one graph per bucket pair, +1 for the
+    batch."""
+    for i, (b, lq, lk, pad) in enumerate([(2, 130, 130, True), (3, 190, 190, False), (1, 150, 100, True)]):
+        q, k, v, kpm = _batch(b, lq, lk, d, seed=d + i, pad=pad)
+        _check_compiled(q, k, v, kpm, 7, causal, dtype)
+    assert 1 <= counters["stats"]["unique_graphs"] <= 3, dict(counters["stats"])
 
 
 def test_layout_built_under_inference_mode_is_safe_to_train_on():
