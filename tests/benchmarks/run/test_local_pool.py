@@ -167,6 +167,7 @@ def test_killing_the_driver_leaves_nothing_half_done_and_a_rerun_resumes(tmp_pat
     d.send_signal(signal.SIGINT)
     so, se = communicate_all([d])[0]
     assert d.returncode == 130 and "attnbench: interrupted" in se, se[-2000:]
+    assert "Traceback" not in so + se, se[-2000:]
     done = R.load_records(out)
     assert 1 <= len(done) < 3 and all(r["status"] == "ok" for r in done)
     capsys.readouterr()
