@@ -75,7 +75,8 @@ def inline_ref(tmp_path_factory) -> tuple[Path, dict[str, dict]]:
     return tmp / "out", _records(tmp / "out")
 
 
-def test_ray_under_a_long_tmpdir_gives_inline_cells_and_metrics_and_a_crash_is_a_failed_record(inline_ref, tmp_path, monkeypatch, capsys):
+def test_ray_under_a_long_tmpdir_gives_inline_cells_and_metrics_and_a_crash_is_a_failed_record(
+        inline_ref, tmp_path, monkeypatch, capsys):
     """Under a TMPDIR too long for Ray's sockets (issue 50: its session sockets live under
     ``$TMPDIR/ray``; an 80-character TMPDIR put them past 107 bytes and ``ray.init`` refused):
     the launcher gives Ray a short folder. One Ray start for both checks (each start costs 30-60 s
