@@ -5,10 +5,10 @@ beside the repository); tests that need it skip cleanly when it is absent. Treat
 read-only: loaders copy or decompress into ``tmp_path``.
 
 Parallel runs (pytest-xdist, ``-n 3`` as in the README): the tests under a folder of
-:data:`GROUPS` share one external resource and run on one worker, one after another (the
-scheduler below); each worker uses one torch thread, and so do the processes its tests start (three
-workers on two cores: the tests wait on their processes a third of the time; a test that needs more
-threads sets it itself).
+:data:`GROUPS` share one external resource (or one costly module fixture) and run on one
+worker, one after another (the scheduler below); each worker uses one torch thread, and so do the
+processes its tests start (three workers on two cores: the tests wait on their processes a third
+of the time; a test that needs more threads sets it itself).
 """
 
 from __future__ import annotations
@@ -31,7 +31,13 @@ os.environ.setdefault("ATTNBENCH_FINGERPRINT_S", "0.05")
 #: each, and an instance already running must be the test's own). By folder, not by an
 #: ``xdist_group`` mark: xdist <= 3.8 marks a group by rewriting ``item._nodeid``, which pytest 9
 #: ignores (the groups silently did nothing); the scheduler sees only node ids, so a path rule.
-GROUPS = {"launchers": ("tests/benchmarks/run/launchers/",)}
+GROUPS = {"launchers": ("tests/benchmarks/run/launchers/",),
+          # modules whose costly module-scoped fixture (a CLI run, a tuning, fresh interpreters)
+          # would otherwise be built once on every worker that draws one of their tests
+          "cli_run": ("tests/benchmarks/cli/test_cli_run.py",),
+          "layering": ("tests/test_layering.py",),
+          "scoring": ("tests/benchmarks/run/test_scoring.py",),
+          "tune": ("tests/benchmarks/cli/test_tune.py",)}
 #: a fixture of a shared resource -> the group its users must be in (checked at collection)
 GROUP_FIXTURES = {"local_slurm": "launchers"}
 
