@@ -63,13 +63,28 @@ def test_the_device_key_names_the_machine_as_the_reference_folders_do(env, key):
     assert P.device_key(env) == key
 
 
+def _outside_tuning(records: list[dict[str, Any]], folder: Path) -> list[dict[str, Any]]:
+    return [r for r in records if "tuning" not in Path(r["_path"]).relative_to(folder).parts]
+
+
 def test_the_reference_folders_with_records_have_their_costs_committed():
     for folder in sorted(P.REFERENCE_DIR.iterdir()):
-        devices = set(P.costs_from_records(R.load_records(folder))) if folder.is_dir() else set()
+        recs = _outside_tuning(R.load_records(folder), folder) if folder.is_dir() else []
+        devices = set(P.costs_from_records(recs))
         assert devices <= {folder.name}  # each folder holds one machine's records, named by its key
         if devices:
             costs = json.loads((folder / P.COSTS_FILE).read_text())
             assert costs["device"] == folder.name and costs["costs"]
+
+
+def test_a_tuning_search_that_pools_machines_names_each_in_its_readme():
+    """A search may reuse another machine's same-id trials (its budget is in epochs); its README
+    must then name every machine whose records it holds, by its device key."""
+    for search in sorted(P.REFERENCE_DIR.glob("*/tuning/*")):
+        devices = {P.device_key(r.get("env") or {}) for r in R.load_records(search)} if search.is_dir() else set()
+        if devices - {search.parent.parent.name}:
+            readmes = " ".join(p.read_text() for p in (search / "README.md", search.parent / "README.md") if p.exists())
+            assert sorted(d for d in devices if d not in readmes) == [], search
 
 
 # ----------------------------------------------------------------------------- measured costs
