@@ -24,6 +24,7 @@ fixed split; not the test set's own sampling error (every seed uses the same tes
 
 from __future__ import annotations
 
+import gc
 import math
 from typing import Any, Sequence
 
@@ -119,7 +120,13 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     idx = [i for i, p in enumerate(pvalues) if p is not None and math.isfinite(p)]
     out: list[float | None] = [None] * len(pvalues)
     if idx:
-        adjusted = multipletests([pvalues[i] for i in idx], alpha=ALPHA, method="holm")[1]
+        # statsmodels' Holm branch ends in a full gc.collect(), which costs seconds in a process
+        # with a large heap (a page build, a test worker): the objects alive now are frozen out of it
+        gc.freeze()
+        try:
+            adjusted = multipletests([pvalues[i] for i in idx], alpha=ALPHA, method="holm")[1]
+        finally:
+            gc.unfreeze()
         for i, p in zip(idx, adjusted):
             out[i] = float(p)
     return out

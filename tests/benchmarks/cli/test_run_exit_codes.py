@@ -61,7 +61,7 @@ def test_a_missed_target_is_listed_first_and_fails_only_with_strict(tmp_path, ca
     cfg.write_text(SUITE)
     out = tmp_path / "out"
     _bench_json(out)
-    code, stdout, err = _run(["run", cfg, "--out", out, "--no-report"], capsys)
+    code, stdout, err = _run(["run", cfg, "--out", out, "--no-report", "--launcher", "inline"], capsys)
     assert code == 0, (stdout, err)
     lines = stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("micro-benchmark targets missed (1;"))
@@ -92,7 +92,7 @@ def test_a_crashed_micro_benchmark_still_fails_the_run(tmp_path, capsys, monkeyp
     register()
     cfg = tmp_path / "toy.yaml"
     cfg.write_text(SUITE)
-    code, stdout, err = _run(["run", cfg, "--out", tmp_path / "out", "--no-report"], capsys)
+    code, stdout, err = _run(["run", cfg, "--out", tmp_path / "out", "--no-report", "--launcher", "inline"], capsys)
     assert code == 1
     assert "failed: micro-benchmark attention (crashed)" in stdout and "missed" not in stdout
     assert "attnbench: 1 failed in this run (exit code 1; --allow-failures makes it 0)" in err

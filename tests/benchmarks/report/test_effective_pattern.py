@@ -36,7 +36,7 @@ def test_a_covering_window_is_reported_as_full_attention_end_to_end(tmp_path):
     dm.setup("fit")
     longest = max(int(ds[i][0].shape[0]) for ds in (dm.splits["train"], dm.splits["val"]) for i in range(len(ds)))
     assert isinstance(longest, int) and longest > 2
-    code, out, _ = run_config(tmp_path, SUITE.format(data=json.dumps(DATA), window=longest - 1))
+    code, out, _ = run_config(tmp_path, SUITE.format(data=json.dumps(DATA), window=longest - 1), "--launcher", "inline")
     assert code == 0
     (rec,) = _records(out)
     assert rec["status"] == "ok" and rec["data"]["max_len"] == longest
