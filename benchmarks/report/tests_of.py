@@ -121,12 +121,16 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     out: list[float | None] = [None] * len(pvalues)
     if idx:
         # statsmodels' Holm branch ends in a full gc.collect(), which costs seconds in a process
-        # with a large heap (a page build, a test worker): the objects alive now are frozen out of it
-        gc.freeze()
+        # with a large heap (a page build): the objects alive now are frozen out of it, unless the
+        # process keeps a freeze of its own (unfreezing would undo that one too)
+        mine = gc.get_freeze_count() == 0
+        if mine:
+            gc.freeze()
         try:
             adjusted = multipletests([pvalues[i] for i in idx], alpha=ALPHA, method="holm")[1]
         finally:
-            gc.unfreeze()
+            if mine:
+                gc.unfreeze()
         for i, p in zip(idx, adjusted):
             out[i] = float(p)
     return out

@@ -83,6 +83,39 @@ def test_holm_against_its_definition():
     assert holm([None, 0.01]) == [None, 0.01]
 
 
+def test_holm_does_not_scan_the_callers_heap():
+    """statsmodels' Holm runs a full gc.collect(): in a process that froze nothing (the CLI), the
+    objects alive before the call are frozen out of it (an old cycle survives it) and the freeze is
+    undone afterwards; a process's own freeze (the test workers') is left as it was."""
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    outer = gc.get_freeze_count()
+    gc.unfreeze()  # as the CLI runs it
+    gc.disable()
+    try:
+        holm([0.5])
+        assert gc.get_freeze_count() == 0
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        old = weakref.ref(a)
+        del a, b  # garbage only a full collection can free
+        assert holm([0.01, 0.04]) == pytest.approx([0.02, 0.04])
+        assert old() is not None and gc.get_freeze_count() == 0
+        gc.collect()
+        assert old() is None
+        gc.freeze()  # a freeze of the caller's own stays
+        holm([0.5])
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.enable()
+        if not outer:
+            gc.unfreeze()
+
+
 def _group(models: dict[str, tuple[list[float], list[float]]]) -> Group:
     """A ranked group of toy models: name -> (test values, validation values)."""
     out = []
