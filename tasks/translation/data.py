@@ -228,7 +228,10 @@ class TranslationDataModule(SplitDataModule):
 
     def load(self) -> dict[str, Dataset]:
         src, tgt = self.texts["train"]
-        self.tokenizer = train_tokenizer(list(src) + list(tgt), vocab_size=self.vocab_size,
+        # the sides in language order: one joint vocabulary per pair, whichever way it translates
+        # (de->en and en->de share the model and its cache entry)
+        sides = sorted([(self.src_lang, src), (self.tgt_lang, tgt)], key=lambda side: side[0])
+        self.tokenizer = train_tokenizer([line for _, lines in sides for line in lines], vocab_size=self.vocab_size,
                                          model_type=self.spm_model_type, cache_dir=self.cache_dir)
         return {
             split: ParallelDataset(*self.texts[split], self.tokenizer, max_len=self.max_train_len if split == "train" else None)

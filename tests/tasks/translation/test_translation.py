@@ -374,3 +374,6 @@ def test_multi30k_from_shared_data(shared_data, tmp_path):
     assert not any((Path(shared_data) / "multi30k").glob("*.model"))  # nothing written there
     en_de = build_multi30k(str(shared_data), str(tmp_path), 0, src_lang="en", tgt_lang="de", vocab_size=2000)
     assert en_de.splits["test"][0][2].startswith("Ein Mann mit einem orangefarbenen Hut")
+    # one joint vocabulary for the pair, whichever way it translates: trained once, then read from the cache
+    assert len(list((tmp_path / "translation" / "spm").glob("*.model"))) == 1
+    assert en_de.tokenizer.encode(ref) == dm.tokenizer.encode(ref)
