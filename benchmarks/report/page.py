@@ -33,7 +33,7 @@ from benchmarks.report.page_verdicts import VERDICT_WORD, family_verdict, pair_v
 from benchmarks.report.document import BulletList, Block, Heading, Paragraph, Table, render_markdown
 from benchmarks.report.format import fmt_seconds, fmt_si
 from benchmarks.report.page_facts import UNITS, PageError, Scope, ci_text, fill, span  # noqa: F401 - re-exported
-from benchmarks.report.page_facts import shown_number as _num, shown_unit as _unit
+from benchmarks.report.page_facts import learning_rates, shown_number as _num, shown_unit as _unit
 from benchmarks.report.results import CONFIDENCE, MODERN_RNN, Group, ModelResult
 
 __all__ = ["PAGE_SPEC", "Built", "build", "build_page", "write_page", "headline_table", "patched_readme", "stale",
@@ -230,7 +230,7 @@ def _summary_blocks(runs: list[_Run]) -> list[Block]:
         att = best_of(g, "attention")
         rows.append([run.spec["title"], _unit(g.metric)[1], f"{att.model} {_num(att.mean, g.metric)}" if att else "–",
                      _vs(g, "rnn", verdicts.get((i, "rnn"))), _vs(g, "cnn", verdicts.get((i, "cnn"))),
-                     held_equal(g.models)[0], _cost(g), _link(run.folder)])
+                     held_equal(g.models)[0], learning_rates(run.scope.folder), _cost(g), _link(run.folder)])
     n = len(verdicts)
     raw, held = _tally([w for w, _ in verdicts.values()]), _tally([h for _, h in verdicts.values()])
     return [
@@ -242,10 +242,12 @@ def _summary_blocks(runs: list[_Run]) -> list[Block]:
                   f"on one fixed split, not the test set's own sampling error. 'wins'/'loses': the two-sided test "
                   f"is significant (with identical seeds, the exact permutation test); 'level (±m)': two one-sided "
                   f"tests (TOST) put the difference within the run's stated margin m; 'undecided': neither, more "
-                  f"seeds needed. Cost: the best attention model's mean train time and parameters over the best "
+                  f"seeds needed. Learning rates: 'tuned', each model's chosen on validation over one grid for every "
+                  f"family (`attnbench tune`; the config names the file), or 'hand-set' in the config. Cost: the "
+                  f"best attention model's mean train time and parameters over the best "
                   f"baseline's (RNN, CNN or modern recurrence, by mean)."),
         Table(["domain / task", "metric", "best attention", "vs best RNN", "vs best CNN", "held equal",
-               "attention's cost vs best baseline", "run"], rows),
+               "learning rates", "attention's cost vs best baseline", "run"], rows),
     ]
 
 

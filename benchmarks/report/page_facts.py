@@ -294,6 +294,17 @@ def _minmax(vals: list[Any], scope: Scope) -> tuple[float, float]:
     return min(nums), max(nums)
 
 
+def learning_rates(folder: Path | None) -> str:
+    """How a run set its learning rates, from its manifest (``suite.json``): ``tuned`` when its
+    config named a tuning file (each model's rate chosen on validation by ``attnbench tune``),
+    ``hand-set`` when not, ``–`` without a manifest."""
+    try:
+        cfg = json.loads((folder / "suite.json").read_text(encoding="utf-8")).get("config") if folder else None
+    except (OSError, ValueError, AttributeError):
+        cfg = None
+    return "–" if not isinstance(cfg, dict) else "tuned" if cfg.get("tuning") else "hand-set"
+
+
 def fill(text: str, scope: Scope, where: str) -> str:
     """``text`` with every placeholder replaced from ``scope``; an unknown placeholder or one the
     records cannot answer is a one-line :class:`PageError` naming ``where``."""

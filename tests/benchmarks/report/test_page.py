@@ -4,6 +4,8 @@ group that is not there is one line (exit 2)."""
 
 from __future__ import annotations
 
+import json
+
 import yaml
 
 from benchmarks.report.page import PAGE_SPEC, build_page, patched_readme, stale
@@ -79,3 +81,24 @@ def test_cli_page(capsys):
     assert cli(["page", "--check"]) == 0
     assert cli(["page", "no/such/page.yaml"]) == 2
     assert capsys.readouterr().err.strip() == "attnbench page: error: no/such/page.yaml: No such file or directory"
+
+
+def test_learning_rates_are_read_from_each_runs_manifest(tmp_path):
+    from benchmarks.report.page_facts import learning_rates
+
+    for name, config, want in [("tuned", {"tuning": "/x/benchmarks/configs/tuning/graphs.yaml"}, "tuned"),
+                               ("hand", {"tuning": None}, "hand-set"), ("old", {}, "hand-set")]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "suite.json").write_text(json.dumps({"suite": "s", "config": config}), encoding="utf-8")
+        assert learning_rates(tmp_path / name) == want
+    assert learning_rates(tmp_path / "absent") == "–" and learning_rates(None) == "–"
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "suite.json").write_text("{", encoding="utf-8")
+    assert learning_rates(tmp_path / "bad") == "–"
+    # the committed headline: the rows whose configs name a tuning file say so, the others do not
+    rows: dict[str, str] = {}
+    for line in build_page(PAGE_SPEC).splitlines():  # the summary table comes first
+        if line.startswith("| ") and "[full report]" in line:
+            rows.setdefault(line.split(" | ")[0].lstrip("| "), line)
+    assert " | tuned | " in rows["Graphs: Cora node classification"]
+    assert " | hand-set | " in rows["Translation: Multi30k German to English"]
