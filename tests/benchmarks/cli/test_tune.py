@@ -192,3 +192,19 @@ def test_a_config_with_other_trainer_keys_gets_the_tuned_value_with_a_notice(tun
     assert main(["run", str(cfg), "--dry-run"]) == 0
     said = capsys.readouterr()
     assert "under other trainer settings; its chosen value is applied" in said.out + said.err, said
+
+
+_REPO = Path(__file__).resolve().parents[3]
+_COMMITTED = sorted((_REPO / "benchmarks" / "configs" / "tuning").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("file", _COMMITTED, ids=[p.stem for p in _COMMITTED])
+def test_every_committed_tuning_file_matches_its_committed_records(file, capsys):
+    """What the issue asks of `attnbench tune`: each shipped tuning file is rebuilt from its trials'
+    committed records (their grid, seeds and selection rule) with nothing different."""
+    import yaml
+
+    meta = yaml.safe_load(file.read_text(encoding="utf-8"))
+    assert (_REPO / meta["records"]).is_dir(), f"{file.name}: records {meta['records']} absent"
+    assert main(["tune", str(_REPO / meta["config"]["path"]), "--check", "--file", str(file)]) == 0, capsys.readouterr()
+    assert "matches its" in capsys.readouterr().out
