@@ -176,6 +176,15 @@ def _trial_text(t: dict[str, Any], chosen: dict[str, Any] | None, keys: list[str
     return Bold(text) if chosen is not None and all(t.get(k) == chosen.get(k) for k in keys) else text
 
 
+def grid_edge(doc: dict[str, Any], chosen: dict[str, Any] | None) -> str | None:
+    """``"largest"`` or ``"smallest"`` when ``chosen``'s lr is the grid's largest or smallest of
+    several (the search did not bracket the best rate: it may lie beyond), else ``None``."""
+    lrs = sorted({p["lr"] for p in (doc.get("search") or {}).get("grid") or [] if isinstance(p.get("lr"), (int, float))})
+    if not chosen or len(lrs) < 2 or chosen.get("lr") not in (lrs[0], lrs[-1]):
+        return None
+    return "largest" if chosen["lr"] == lrs[-1] else "smallest"
+
+
 def tuning_doc_blocks(doc: dict[str, Any], shown: str, level: int = 2) -> list[Block]:
     """A tuning document as report blocks: one row per tuned model with its chosen value, its
     window and the validation score of every grid point."""
@@ -184,9 +193,11 @@ def tuning_doc_blocks(doc: dict[str, Any], shown: str, level: int = 2) -> list[B
     grid = list(search.get("grid") or [])
     pct = int(round(float(search.get("confidence", CONFIDENCE)) * 100))
     headers = ["task / dataset", "model", "family", "chosen", "lr window"] + [point_label(p) for p in grid]
-    rows, narrow = [], []
+    rows, narrow, edge = [], [], []
     for e in doc.get("entries") or []:
         chosen = e.get("chosen")
+        if (side := grid_edge(doc, chosen)) is not None:
+            edge.append(f"{e['model']} ({point_label(chosen)}, the grid's {side})")
         by_point = {tuple(t.get(k) for k in keys): t for t in e.get("trials") or []}
         cells = [_trial_text(by_point.get(tuple(p.get(k) for k in keys), {}), chosen, keys) for p in grid]
         where = f"{e['task']} / {e['dataset']}" + (f" · {e['diagnostic']}" if e.get("diagnostic") else "")
@@ -210,6 +221,9 @@ def tuning_doc_blocks(doc: dict[str, Any], shown: str, level: int = 2) -> list[B
     if narrow:
         blocks.append(Paragraph(f"Narrow window (only the chosen value is inside its interval): {', '.join(narrow)}. "
                                 "These models are sensitive to their learning rate on this task.", "warn"))
+    if edge:
+        blocks.append(Paragraph(f"Chosen at the grid's edge: {', '.join(sorted(set(edge)))}. The best rate may lie "
+                                "beyond the grid; a search over a wider --grid would say.", "warn"))
     return blocks
 
 
@@ -221,7 +235,9 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
         chosen = e.get("chosen")
         what = point_label(chosen) if chosen else "no value (no grid point trained every seed)"
         at = "".join(f" {k}={v}" for k, v in (e.get("at") or {}).items())
-        out.append(f"  {e['task']}/{e['dataset']}{at} {e['model']} ({e.get('family', '')}): {what}; "
+        side = grid_edge(doc, chosen)
+        beyond = f" (the grid's {side} lr: the best may lie beyond it)" if side else ""
+        out.append(f"  {e['task']}/{e['dataset']}{at} {e['model']} ({e.get('family', '')}): {what}{beyond}; "
                    f"lr window {_window_text(e, keys)}")
     return out
 

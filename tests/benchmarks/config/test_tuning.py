@@ -188,3 +188,21 @@ def test_the_report_section_shows_each_models_window_from_the_file_the_records_n
     assert tuning_blocks([rec], lambda k, m: warns.append((k, m))) and "differs from the one the records" in warns[-1][1]
     path.unlink()
     assert tuning_blocks([rec], lambda k, m: warns.append((k, m))) == [] and "cannot read it" in warns[-1][1]
+
+
+def test_a_choice_at_the_grids_edge_is_flagged(tmp_path):
+    import yaml
+
+    from benchmarks.report.document import render_markdown
+    from benchmarks.report.tuning import grid_edge, summary_lines, tuning_doc_blocks
+
+    inside = yaml.safe_load(_tuning_file(tmp_path).read_text())  # 0.1 chosen: inside the grid
+    assert "grid's edge" not in render_markdown(tuning_doc_blocks(inside, "t.yaml"))
+    assert not any("beyond" in line for line in summary_lines(inside))
+    for scores, side, lr in [({0.01: [0.5, 0.55, 0.6], 0.1: [0.6, 0.62, 0.64], 1.0: [0.9, 0.92, 0.94]}, "largest", "1"),
+                             ({0.01: [0.9, 0.92, 0.94], 0.1: [0.6, 0.62, 0.64], 1.0: [0.5, 0.55, 0.6]}, "smallest", "0.01")]:
+        doc = yaml.safe_load(_tuning_file(tmp_path, scores).read_text())
+        assert grid_edge(doc, doc["entries"][0]["chosen"]) == side
+        assert f"Chosen at the grid's edge: linear (lr={lr}, the grid's {side})" in render_markdown(tuning_doc_blocks(doc, "t.yaml"))
+        assert f"(the grid's {side} lr: the best may lie beyond it)" in summary_lines(doc)[0]
+    assert grid_edge({"search": {"grid": [{"lr": 0.1}]}}, {"lr": 0.1}) is None  # one point has no edge
