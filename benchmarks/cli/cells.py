@@ -104,6 +104,23 @@ def check_launcher_args(args: argparse.Namespace, cells: list) -> None:
             print(f"warning: {msg}", file=sys.stderr)
 
 
+def print_dry_run(cells: list, describe: Any, make_plan: Any) -> None:
+    """The cells of a ``--dry-run`` (id, label, ``describe(cell)``; ``finished`` where the output
+    folder holds one that the run would skip), then the plan ``make_plan()`` gives: advice, so a
+    plan that cannot be made here is one line and never fails a valid dry run."""
+    from benchmarks.run.plan import format_plan
+
+    try:
+        plan, why = make_plan(), ""
+    except Exception as err:  # noqa: BLE001
+        plan, why = None, f"plan: not available here ({type(err).__name__}: {' '.join(str(err).split())[:200]})"
+    left = set(plan.order) if plan is not None and plan.finished else None
+    for c in cells:
+        done = "  finished" if left is not None and c.cell_id not in left else ""
+        print(f"  {c.cell_id}  {c.label}  {describe(c)}{done}")
+    print(format_plan(plan) if plan is not None else why)
+
+
 def _check_cuda_here(launcher: str, cells: list) -> None:
     """CUDA cells run by a launcher on this machine (local, inline) need CUDA here: refused before
     any cell (``--dry-run`` too) rather than failing in every cell. Slurm and Ray run them elsewhere."""

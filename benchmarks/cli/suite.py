@@ -106,20 +106,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.jobs is None and cfg.get("jobs") and args.launcher == "local" and not args.gpus:
         args.jobs = cfg["jobs"]  # the suite's own parallelism, when the command line gives none
     if args.dry_run:
-        from benchmarks.cli.cells import check_launcher_args
+        from benchmarks.cli.cells import check_launcher_args, print_dry_run
+        from benchmarks.cli.listing import wall_of
+        from benchmarks.run.plan import plan_run
 
         check_launcher_args(args, cells)
         print(f"{path}: valid; {len(cells)} cells -> {out}")
-        for c in cells:
-            print(f"  {c.cell_id}  {c.label}  ({c.family})")
-        from benchmarks.cli.listing import wall_of
-        from benchmarks.run.plan import format_plan, plan_run
-
-        try:
-            print(format_plan(plan_run(cells, cfg, jobs=args.jobs, cells_per_gpu=args.cells_per_gpu, gpus=args.gpus,
-                                       header_wall=wall_of(path.read_text(encoding="utf-8")), out=out)))
-        except Exception as err:  # noqa: BLE001 - a plan is advice: it never fails a valid dry run
-            print(f"plan: not available here ({type(err).__name__}: {' '.join(str(err).split())[:200]})")
+        print_dry_run(cells, lambda c: f"({c.family})", lambda: plan_run(
+            cells, cfg, jobs=args.jobs, cells_per_gpu=args.cells_per_gpu, gpus=args.gpus,
+            header_wall=wall_of(path.read_text(encoding="utf-8")), out=out, force=args.force,
+            retry_failed=args.retry_failed))
         return 0
     from benchmarks.cli.cells import make_launcher
 

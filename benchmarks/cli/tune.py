@@ -176,17 +176,13 @@ def _tune(args: argparse.Namespace) -> int:
     if args.jobs is None and trial.get("jobs") and args.launcher == "local" and not args.gpus:
         args.jobs = trial["jobs"]
     if args.dry_run:
-        from benchmarks.cli.cells import check_launcher_args
-        from benchmarks.run.plan import format_plan, plan_run
+        from benchmarks.cli.cells import check_launcher_args, print_dry_run
+        from benchmarks.run.plan import plan_run
 
         check_launcher_args(args, cells)
-        for c in cells:
-            print(f"  {c.cell_id}  {c.label}  {c.config['module_params'].get('lr'):g}  ({c.family})")
-        try:
-            print(format_plan(plan_run(cells, trial, jobs=args.jobs, cells_per_gpu=args.cells_per_gpu, gpus=args.gpus,
-                                       out=out)))
-        except Exception as err:  # noqa: BLE001 - a plan is advice: it never fails a valid dry run
-            print(f"plan: not available here ({type(err).__name__}: {' '.join(str(err).split())[:200]})")
+        print_dry_run(cells, lambda c: f"{c.config['module_params'].get('lr'):g}  ({c.family})", lambda: plan_run(
+            cells, trial, jobs=args.jobs, cells_per_gpu=args.cells_per_gpu, gpus=args.gpus, out=out, force=args.force,
+            retry_failed=args.retry_failed))
         return 0
     from benchmarks.cli.cells import make_launcher
 

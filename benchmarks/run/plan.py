@@ -1,6 +1,8 @@
 """A plan before the run: how long a suite takes on this machine, per model and in all, for the
 local pool's parallelism (``--jobs``, ``--gpus``, ``--cells-per-gpu``), and the order the pool
-starts the cells in (longest first, so the run's tail is short).
+starts the cells in (longest first, so the run's tail is short). A resumed run's plan counts only
+the cells it would train: those already finished in its output folder are skipped, as the runner
+skips them (:func:`benchmarks.run.records.to_run`).
 
 Costs come from what runs measured, kept per machine in ``results/reference/<device>/costs.json``
 (:func:`write_costs` from a results folder's records; ``<device>`` is :func:`device_key`, the
@@ -265,6 +267,7 @@ class Plan:
     unknown: int = 0
     estimated: int = 0
     notes: list[str] = field(default_factory=list)
+    finished: int = 0  # cells already finished in the run's output folder: not run, not in the plan
 
 
 def plan(cells: Sequence[Any], *, jobs: int | None, cells_per_gpu: int | None, costs: Mapping[str, Any],
@@ -320,8 +323,11 @@ def _hms(seconds: float) -> str:
 def format_plan(p: Plan) -> str:
     """The plan as a short table (estimates marked ``~``, unknown ``?``) and its total."""
     n = sum(r.cells for r in p.rows)
-    lines = [f"plan on {p.device or 'this machine'}: {n} cells, {p.workers} at once x {p.threads} thread(s), "
+    resumed = f" to run ({p.finished} of {n + p.finished} already finished: skipped)" if p.finished else ""
+    lines = [f"plan on {p.device or 'this machine'}: {n} cells{resumed}, {p.workers} at once x {p.threads} thread(s), "
              "longest first"]
+    if not n:
+        return "\n".join(lines + ["  total: nothing left to run (rerun with --force to train them again)"])
     w = max([len(r.model) for r in p.rows] + [5])
     lines.append(f"  {'model':<{w}}  cells  {'each':>11}  source")
     for r in p.rows:
@@ -358,11 +364,14 @@ def header_seconds(wall: str | None) -> float | None:
 
 
 def plan_run(cells: Sequence[Any], cfg: Mapping[str, Any], *, jobs: int | None = None, cells_per_gpu: int | None = None,
-             gpus: str | None = None, header_wall: str | None = None, out: str | os.PathLike | None = None) -> Plan:
+             gpus: str | None = None, header_wall: str | None = None, out: str | os.PathLike | None = None,
+             force: bool = False, retry_failed: bool = False) -> Plan:
     """The plan of ``run CONFIG --dry-run``: this machine's costs (and the records already in
     ``out``), the header's wall (``header_wall``, as ``attnbench list`` shows it) shared over
     the config's cells at its own ``jobs`` where nothing was measured, and the pool the run's
-    options give (``--jobs``, default the suite's ``jobs``)."""
+    options give (``--jobs``, default the suite's ``jobs``). Only the cells the run would train
+    are planned: those finished in ``out`` are counted in ``Plan.finished`` (``force`` and
+    ``retry_failed`` as the run's options)."""
     from benchmarks.config.suite import expand, resolve_device
 
     cuda = any(c.config.get("device") == "cuda" or resolve_device((c.config.get("trainer") or {}).get("accelerator", "cpu"))
@@ -378,9 +387,12 @@ def plan_run(cells: Sequence[Any], cfg: Mapping[str, Any], *, jobs: int | None =
         from benchmarks.config.schema import CliError
 
         raise CliError(str(err)) from None
-    return plan(cells, jobs=jobs or cfg.get("jobs"), cells_per_gpu=cells_per_gpu, gpus=n_gpus, costs=costs,
-                suite=cfg.get("suite"), estimate_s=estimate,
-                device="a GPU machine (none here: no measured GPU costs apply)" if gpu_elsewhere else device)
+    todo = R.to_run(list(cells), R.finished_records(out), force=force, retry_failed=retry_failed) if out else list(cells)
+    p = plan(todo, jobs=jobs or cfg.get("jobs"), cells_per_gpu=cells_per_gpu, gpus=n_gpus, costs=costs,
+             suite=cfg.get("suite"), estimate_s=estimate,
+             device="a GPU machine (none here: no measured GPU costs apply)" if gpu_elsewhere else device)
+    p.finished = len(cells) - len(todo)
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:

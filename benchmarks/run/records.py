@@ -90,6 +90,21 @@ def retried_by_default(rec: dict[str, Any]) -> bool:
         return False
     kind = rec.get("failure") or ("external" if str(rec.get("reason") or "").startswith("DataMissing") else "cell")
     return kind == "external"
+
+
+def finished_records(out: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """cell_id -> the record already in the results folder ``out`` (the newest when several)."""
+    return {r["cell_id"]: r for r in load_records(out)} if (Path(out) / RUNS_DIR).exists() else {}
+
+
+def to_run(cells: list[Any], done: dict[str, dict[str, Any]], *, force: bool = False,
+           retry_failed: bool = False) -> list[Any]:
+    """The cells a run trains, given ``done`` (:func:`finished_records`): those without a record,
+    a failed one with ``retry_failed`` or when it failed for a cause outside it, every one with
+    ``force``. The runner and the plan of ``--dry-run`` both decide by this."""
+    return [c for c in cells if force or c.cell_id not in done
+            or (done[c.cell_id].get("status") != "ok" and retry_failed) or retried_by_default(done[c.cell_id])]
+
 RUNS_DIR = "runs"
 MANIFEST = "suite.json"
 

@@ -35,11 +35,6 @@ class RunSummary:
 
 
 # ----------------------------------------------------------------------------- the suite
-def _existing(out: Path) -> dict[str, dict[str, Any]]:
-    """cell_id -> record already on disk (the newest when several)."""
-    return {r["cell_id"]: r for r in R.load_records(out)} if (out / R.RUNS_DIR).exists() else {}
-
-
 def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher: Any = None) -> RunSummary:
     """Run every cell of a validated suite config (of ``opts.only_tasks``, when given) that is
     not finished yet, through ``launcher`` (default: inline, in this process). The driver
@@ -51,9 +46,8 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
     selected = run_cells(cells, opts)
     suite = cfg["suite"]
     opts.out.mkdir(parents=True, exist_ok=True)
-    done = _existing(opts.out)
-    todo = [c for c in selected if opts.force or c.cell_id not in done
-            or (done[c.cell_id].get("status") != "ok" and opts.retry_failed) or R.retried_by_default(done[c.cell_id])]
+    done = R.finished_records(opts.out)
+    todo = R.to_run(selected, done, force=opts.force, retry_failed=opts.retry_failed)
     if todo:  # every real dataset the run needs, once, before any cell (one line, no records)
         from benchmarks.run.data_check import check_run_data
 

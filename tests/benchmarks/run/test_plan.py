@@ -270,3 +270,47 @@ def test_the_local_pool_starts_its_cells_longest_first(tmp_path, monkeypatch):
     lines.clear()
     assert pool._order(jobs, {c.cell_id: c for c in cells}, "s", lines.append) == jobs  # config order, one line
     assert len(lines) == 1 and "not a readable costs file" in lines[0]
+
+
+# ----------------------------------------------------------------------------- a resumed run
+def test_a_resumed_runs_plan_counts_only_the_cells_it_would_train(tmp_path, monkeypatch):
+    """Finished cells in the output folder are skipped as the runner skips them: an ok record
+    always, a failed one unless ``retry_failed``; ``force`` plans them all again."""
+    register()
+    monkeypatch.setattr(P, "REFERENCE_DIR", tmp_path / "reference")
+    cfg = validate_suite({"suite": "s", "seeds": 2, "trainer": {"max_epochs": 5, "accelerator": "cpu"},
+                          "cells": [{"task": "toy", "dataset": "points", "models": ["linear", "broken"]}]}, source="t.yaml")
+    cells = expand(cfg)  # linear 0, linear 1, broken 0, broken 1
+    ok, failed = _record("linear", 0, 9.0, 9, 10.0), _record("broken", 0, 1.0, 1, 2.0, status="failed")
+    ok["cell_id"], failed["cell_id"] = cells[0].cell_id, cells[2].cell_id
+    out = _write(tmp_path / "out", [ok, failed])
+    p = P.plan_run(cells, cfg, out=out)
+    assert p.finished == 2 and sorted(p.order) == sorted([cells[1].cell_id, cells[3].cell_id])
+    assert p.wall_s == 6.0 and p.unknown == 1  # linear seed 1: 5 epochs (its cap) x 1 s + 1 s; broken unknown
+    text = P.format_plan(p)
+    assert "2 cells to run (2 of 4 already finished: skipped)" in text
+    assert P.plan_run(cells, cfg, out=out, retry_failed=True).finished == 1
+    assert P.plan_run(cells, cfg, out=out, force=True).finished == 0
+    assert P.plan_run(cells, cfg).finished == 0  # no output folder: every cell
+    done = P.plan_run(cells[:1], cfg, out=out)
+    assert done.finished == 1 and "nothing left to run" in P.format_plan(done)
+
+
+def test_the_dry_run_of_a_resumed_run_marks_its_finished_cells(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    from benchmarks.cli import main
+
+    register()
+    monkeypatch.setattr(P, "REFERENCE_DIR", tmp_path / "reference")
+    raw = {"suite": "s", "seeds": 2, "trainer": {"max_epochs": 5, "accelerator": "cpu"},
+           "cells": [{"task": "toy", "dataset": "points", "models": ["linear"]}]}
+    cells = expand(validate_suite(raw, source="t.yaml"))
+    rec = _record("linear", 0, 9.0, 9, 10.0)
+    rec["cell_id"] = cells[0].cell_id
+    out = _write(tmp_path / "out", [rec])
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    assert main(["run", str(tmp_path / "s.yaml"), "--dry-run", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.endswith("  finished") for ln in lines if cells[0].cell_id in ln or cells[1].cell_id in ln] == [True, False]
+    assert any("1 cells to run (1 of 2 already finished: skipped)" in ln for ln in lines)
