@@ -233,20 +233,33 @@ def register_task(task: Task) -> Task:
     return TASKS.register(task.name, task)
 
 
+def _import_task(name: str) -> None:
+    """Import the built-in task package ``name`` (it registers itself) unless it is registered."""
+    pkg = TASK_PACKAGES.get(name)
+    if pkg is None or name in TASKS:
+        return
+    try:
+        importlib.import_module(pkg)
+    except ModuleNotFoundError as err:
+        if err.name is None or not pkg.startswith(err.name):
+            raise  # the package exists but one of its imports is missing: say so
+
+
 def available_tasks() -> list[str]:
-    """Task packages that exist in this checkout (imported, so they registered)."""
-    for name, pkg in TASK_PACKAGES.items():
-        if name not in TASKS:
-            try:
-                importlib.import_module(pkg)
-            except ModuleNotFoundError as err:
-                if err.name is None or not pkg.startswith(err.name):
-                    raise  # the package exists but one of its imports is missing: say so
-    return TASKS.names()
+    """Every task: the built-in packages that exist in this checkout (imported, so they
+    registered), in report order, then the tasks plug-ins registered."""
+    for name in TASK_PACKAGES:
+        _import_task(name)
+    names = TASKS.names()
+    return [n for n in TASK_PACKAGES if n in names] + [n for n in names if n not in TASK_PACKAGES]
 
 
 def get_task(name: str) -> Task:
-    available_tasks()
+    """The task ``name``, importing its own package only (a config of one domain never imports
+    the other four); an unknown name imports them all, so that its error lists every choice."""
+    _import_task(name)
+    if name not in TASKS:
+        available_tasks()
     return TASKS.get(name)
 
 

@@ -1,106 +1,47 @@
 """A tiny task for runner tests: linearly separable points, a linear model, and models that
 fail on purpose (raise, NaN, out of memory, crash the process, hang) or run slowly (to be
-interrupted). Worker processes find it through ``ATTNBENCH_PLUGINS=tests.helpers.toy_task``."""
+interrupted). Worker processes find it through ``ATTNBENCH_PLUGINS=tests.helpers.toy_task``.
+
+Registering it imports neither torch nor Lightning: its parts (:mod:`tests.helpers.toy_parts`)
+are imported when a cell builds them. Many tests start a driver process that registers this task
+and hands its cells to workers; each such import would cost the driver seconds of CPU."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import signal
-import time
+from typing import Any
 
-import lightning as L
-import torch
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-
-from tasks.common.module import StepOutput, TaskModule
 from tasks.common.registry import TASKS, DatasetSpec, ModelSpec, Task, register_task
 
 
-class ToyData(L.LightningDataModule):
-    def __init__(self, seed: int, n: int = 256, dim: int = 4) -> None:
-        super().__init__()
-        g = torch.Generator().manual_seed(1234)
-        self.x = torch.randn(n, dim, generator=g)
-        self.y = (self.x @ torch.arange(1.0, dim + 1) > 0).long()
-        self.info = {"dim": dim, "num_classes": 2, "num_train": 160}
-        self.train_idx = torch.arange(160)
+def _module(net: Any, info: Any, **kw: Any) -> Any:
+    from tests.helpers.toy_parts import Classifier
 
-    def limit_train(self, fraction: float, seed: int = 0) -> int:
-        from tasks.common.data import subset_indices
-
-        self.train_idx = torch.tensor(subset_indices(160, fraction, seed))
-        self.info["num_train"] = len(self.train_idx)
-        return len(self.train_idx)
-
-    def checksum(self) -> str:
-        return "sha256:" + hashlib.sha256(self.x.numpy().tobytes()).hexdigest()[:16]
-
-    def _dl(self, a: int, b: int, shuffle: bool = False) -> DataLoader:
-        return DataLoader(TensorDataset(self.x[a:b], self.y[a:b]), batch_size=64, shuffle=shuffle)
-
-    def train_dataloader(self):
-        idx = self.train_idx
-        return DataLoader(TensorDataset(self.x[idx], self.y[idx]), batch_size=64, shuffle=True)
-
-    def val_dataloader(self):
-        return self._dl(160, 208)
-
-    def test_dataloader(self):
-        return self._dl(208, 256)
+    return Classifier(net, **kw)
 
 
-class Classifier(TaskModule):
-    def step(self, batch, stage):
-        x, y = batch
-        logits = self.net(x)
-        loss = nn.functional.cross_entropy(logits, y)
-        return StepOutput(loss, {"acc": (logits.argmax(-1) == y).float().mean()}, samples=len(y), tokens=len(y) * 4)
+def _data(data_dir: Any, cache_dir: Any, seed: int, **p: Any) -> Any:
+    from tests.helpers.toy_parts import ToyData
+
+    return ToyData(seed, **p)
 
 
-class Broken(nn.Module):
-    def __init__(self, info, kind: str = "raise") -> None:
-        super().__init__()
-        self.lin = nn.Linear(info["dim"], 2)
-        self.kind = kind
-        starts = os.environ.get("ATTNBENCH_TOY_STARTS")  # tests count training starts here
-        if starts:
-            with open(starts, "a") as f:
-                f.write(f"{os.getpid()}\n")
+def _linear(info: dict, hidden: int = 0) -> Any:
+    from torch import nn
 
-    def forward(self, x):
-        if self.kind == "segfault":  # crash the interpreter, as a broken native kernel would
-            import ctypes
+    return nn.Linear(info["dim"], 2)
 
-            ctypes.string_at(0)
-        if self.kind == "sigkill":  # as the kernel's out-of-memory killer would
-            os.kill(os.getpid(), signal.SIGKILL)
-        if self.kind == "exit137":
-            os._exit(137)
-        if self.kind == "hang":
-            time.sleep(3600)
-        if self.kind == "raise":
-            raise RuntimeError("deliberately broken model")
-        if self.kind == "host_read":  # trains, but reads a value on the host: no one-graph capture
-            return self.lin(x) * (1.0 if float(x.abs().sum()) >= 0 else 2.0)
-        if self.kind == "oom":
-            raise RuntimeError("CUDA out of memory. Tried to allocate 1 TiB")
-        if self.kind == "slow":  # trains normally, 50 ms per call: long enough to be interrupted
-            stepped = os.environ.get("ATTNBENCH_TOY_STEPPED")  # tests poll this file: a forward ran (inside fit)
-            if stepped and not os.path.exists(stepped):
-                open(stepped, "a").close()
-            time.sleep(0.05)
-            return self.lin(x)
-        return self.lin(x) * float("nan")
+
+def _broken(info: dict, kind: str = "raise") -> Any:
+    from tests.helpers.toy_parts import Broken
+
+    return Broken(info, kind)
 
 
 def register() -> Task:
     if "toy" in TASKS:
         return TASKS.get("toy")
-    task = Task(name="toy", metric="acc", mode="max", make_module=lambda net, info, **kw: Classifier(net, **kw),
-                module_params={"lr": 0.05})
-    task.datasets.register("points", DatasetSpec("points", lambda data_dir, cache_dir, seed, **p: ToyData(seed, **p), {"n": 256}, synthetic=True))
-    task.models.register("linear", ModelSpec("linear", "other", lambda info, hidden=0: nn.Linear(info["dim"], 2), {"hidden": 0}))
-    task.models.register("broken", ModelSpec("broken", "attention", lambda info, kind="raise": Broken(info, kind), {"kind": "raise"}, pattern="full"))
+    task = Task(name="toy", metric="acc", mode="max", make_module=_module, module_params={"lr": 0.05})
+    task.datasets.register("points", DatasetSpec("points", _data, {"n": 256}, synthetic=True))
+    task.models.register("linear", ModelSpec("linear", "other", _linear, {"hidden": 0}))
+    task.models.register("broken", ModelSpec("broken", "attention", _broken, {"kind": "raise"}, pattern="full"))
     return register_task(task)

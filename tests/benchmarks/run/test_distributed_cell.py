@@ -154,7 +154,7 @@ class _Given(nn.Module):
 
 
 def _toy_classifier() -> TM.TaskModule:
-    from tests.helpers.toy_task import Classifier
+    from tests.helpers.toy_parts import Classifier
 
     torch.manual_seed(0)
     return Classifier(nn.Linear(4, 2))

@@ -14,7 +14,7 @@ from benchmarks.run import records as R
 from benchmarks.run.runner import RunOptions, run_suite
 from benchmarks.config.schema import ConfigError
 from benchmarks.config.suite import cell_id, expand, load_suite, validate_suite
-from tests.helpers import toy_task
+from tests.helpers import toy_parts, toy_task
 toy_task.register()
 CONFIGS = Path(__file__).resolve().parents[3] / "benchmarks" / "configs"
 
@@ -277,7 +277,7 @@ def test_train_fraction_runs_on_a_seeded_subset_and_reports_a_sweep(tmp_path):
 
 
 def test_train_fraction_needs_limit_train(tmp_path, monkeypatch):
-    monkeypatch.delattr(toy_task.ToyData, "limit_train")
+    monkeypatch.delattr(toy_parts.ToyData, "limit_train")
     cfg = validate_suite(_suite(["linear"], seeds=1, train_fraction=0.5))
     opts, _ = _opts(tmp_path)
     run_suite(cfg, opts)
@@ -285,7 +285,7 @@ def test_train_fraction_needs_limit_train(tmp_path, monkeypatch):
     assert rec["status"] == "failed" and "has no limit_train" in rec["reason"]
 
 
-class _EpochEndClassifier(toy_task.Classifier):
+class _EpochEndClassifier(toy_parts.Classifier):
     """Logs val/acc once per epoch in on_validation_epoch_end (as corpus metrics like BLEU do)."""
 
     def step(self, batch, stage):

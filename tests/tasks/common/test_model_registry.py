@@ -181,3 +181,35 @@ def test_heads_that_do_not_split_the_width_are_refused_before_any_cell():
         validate_suite(cfg)
     cfg["cells"][0]["model_params"]["transformer"]["num_heads"] = 4
     validate_suite(cfg)
+
+
+# ----------------------------------------------------------------------------- what a lookup imports
+def test_a_task_lookup_imports_its_own_domain_only() -> None:
+    """``get_task(name)`` imports that task's package, not the other four: a config of one
+    plug-in task validates in a fresh interpreter without torch or Lightning (a test's driver
+    process pays no import for them), and an unknown name still lists every task."""
+    import json
+    import subprocess
+
+    code = ("import json, sys\n"
+            "from tests.helpers.toy_task import register; register()\n"
+            "from benchmarks.config.suite import expand, validate_suite\n"
+            "expand(validate_suite({'suite': 's', 'seeds': 1, 'trainer': {'max_epochs': 1, 'accelerator': 'cpu'},\n"
+            "    'cells': [{'task': 'toy', 'dataset': 'points', 'models': ['linear']}]}, source='t.yaml'))\n"
+            "from tasks.common.registry import get_task\n"
+            "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'lightning'})\n"
+            "domains = sorted(m for m in sys.modules if m.count('.') == 1 and m.startswith('tasks.')\n"
+            "                 and m.split('.')[1] in ('graphs', 'pos_tagging', 'translation', 'speech', 'vision'))\n"
+            "get_task('graphs')\n"
+            "one = sorted(m for m in ('tasks.pos_tagging', 'tasks.translation', 'tasks.speech', 'tasks.vision') if m in sys.modules)\n"
+            "try:\n"
+            "    get_task('nope')\n"
+            "except Exception as err:\n"
+            "    unknown = str(err)\n"
+            "print(json.dumps([loaded, domains, one, unknown]))\n")
+    root = str(__import__("pathlib").Path(__file__).resolve().parents[3])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded, domains, one, unknown = json.loads(out.stdout.splitlines()[-1])
+    assert loaded == [] and domains == [] and one == []
+    assert all(t in unknown for t in ("graphs", "pos_tagging", "translation", "speech", "vision", "toy")), unknown

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from tasks.common import module as M
-from tests.helpers import toy_task
+from tests.helpers import toy_parts
 
 
 def _p(cuda=True, dtype=torch.float32, grad=True, sparse=False):
@@ -37,13 +37,13 @@ def test_choice_rule(params, impl):
 ])
 def test_module_applies_and_keeps_it(monkeypatch, optimizer, rule, fused, recorded):
     monkeypatch.setattr(M, "optimizer_impl", lambda params: rule)  # CPU fused Adam exists, so the kwarg is real
-    module = toy_task.Classifier(nn.Linear(3, 2), optimizer=optimizer)
+    module = toy_parts.Classifier(nn.Linear(3, 2), optimizer=optimizer)
     opt = module.configure_optimizers()
     opt = opt["optimizer"] if isinstance(opt, dict) else opt
     assert opt.defaults.get("fused") == fused and module.optimizer_impl == recorded
 
 
 def test_cpu_module_records_for_loop():
-    module = toy_task.Classifier(nn.Linear(3, 2))
+    module = toy_parts.Classifier(nn.Linear(3, 2))
     module.configure_optimizers()
     assert module.optimizer_impl == "for-loop"
