@@ -101,4 +101,5 @@ def test_learning_rates_are_read_from_each_runs_manifest(tmp_path):
         if line.startswith("| ") and "[full report]" in line:
             rows.setdefault(line.split(" | ")[0].lstrip("| "), line)
     assert " | tuned | " in rows["Graphs: Cora node classification"]
-    assert " | hand-set | " in rows["Translation: Multi30k German to English"]
+    assert " | tuned | " in rows["Translation: Multi30k German to English"]
+    assert " | hand-set | " in rows["Vision: MNIST"]

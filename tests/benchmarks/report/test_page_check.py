@@ -91,7 +91,8 @@ LITERALS = [  # (old, new, what the line quotes, what it says the records give)
     # the kind of claim the page once made: Multi30k trained "one to two epochs" (its records said 2-3)
     ("{epochs} epochs of training for every model", "one to two epochs of training for every model",
      '"one to two epochs"', "the records give 2 epochs"),
-    ("the best-on-dev checkpoint tested.", "the best-on-dev checkpoint tested (ConvS2S 3 epochs).",
+    ("best-on-dev checkpoint tested; each model's Adam learning rate chosen on dev BLEU",
+     "best-on-dev checkpoint tested (ConvS2S 3 epochs); each model's Adam learning rate chosen on dev BLEU",
      '"ConvS2S 3 epochs"', "the records give convs2s: 2 epochs"),
     ("Multi30k task 1 de->en, {train_size} training pairs, test2016, one joint",
      "Multi30k task 1 de->en, {train_size} training pairs, test2016, 5 seeds, one joint", '"5 seeds"',
