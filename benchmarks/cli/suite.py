@@ -13,6 +13,22 @@ from benchmarks.cli.options import add_data_options, check_data_dir, check_out_d
 
 
 # ----------------------------------------------------------------------------- run
+def _reuse_dirs(values: list[str], out: Path, force: bool) -> tuple[Path, ...]:
+    """The ``--reuse`` folders, checked: each an existing results folder, not ``--out`` itself."""
+    if values and force:
+        raise CliError("--reuse and --force contradict each other: --force trains every cell again, --reuse copies "
+                       "finished ones; give one")
+    dirs = []
+    for v in values:
+        d = Path(v).expanduser()
+        if not d.is_dir():
+            raise CliError(f"--reuse {v}: no such directory (a results folder: the --out of an earlier run or tune)")
+        if d.resolve() == out.resolve():
+            raise CliError(f"--reuse {v}: is the run's own --out folder (its finished cells are skipped anyway)")
+        dirs.append(d)
+    return tuple(dirs)
+
+
 def add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="train and evaluate a suite (task x dataset x model x seed), then report",
                        description="Run every unfinished cell of a suite config, then write its report.")
@@ -25,6 +41,11 @@ def add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", help="override trainer.devices (e.g. 1, or 0,1; as --set)")
     p.add_argument("--force", action="store_true", help="rerun finished cells too")
     p.add_argument("--retry-failed", action="store_true", help="rerun cells whose record says failed")
+    p.add_argument("--reuse", action="append", default=[], metavar="DIR",
+                   help="copy the finished records of this run's cells (same cell ids) from the results folder DIR "
+                        "instead of training them, e.g. the folder of an attnbench tune whose trials at the chosen "
+                        "values are this run's tuned cells; the copies name the tuning file and say reused.from "
+                        "(repeatable; not with --force)")
     p.add_argument("--keep-checkpoints", action="store_true",
                    help="keep each cell's best weights beside its record (<record>.pt, weights only) for "
                         "attnbench eval (as --set keep_checkpoints=true; not part of the cell ids)")
@@ -93,6 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     out = check_out_dir(args.out, cfg["suite"])
     data_dir = check_data_dir(args.data_dir)  # checked before --dry-run: it refuses what run would
+    reuse = _reuse_dirs(args.reuse, out, args.force)
     opts = RunOptions(
         out=out,
         data_dir=data_dir,
@@ -101,6 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         retry_failed=args.retry_failed,
         only_tasks=only_tasks,
         only_models=only_models,
+        reuse=reuse,
     )
     cells = run_cells(expand(cfg), opts)
     if args.jobs is None and cfg.get("jobs") and args.launcher == "local" and not args.gpus:
@@ -115,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_dry_run(cells, lambda c: f"({c.family})", lambda: plan_run(
             cells, cfg, jobs=args.jobs, cells_per_gpu=args.cells_per_gpu, gpus=args.gpus,
             header_wall=wall_of(path.read_text(encoding="utf-8")), out=out, force=args.force,
-            retry_failed=args.retry_failed))
+            retry_failed=args.retry_failed, reuse=reuse))
         return 0
     from benchmarks.cli.cells import make_launcher
 

@@ -201,6 +201,8 @@ def _tune(args: argparse.Namespace) -> int:
     print(f"ran {summary.ran} trials ({len(summary.failed)} failed), skipped {summary.skipped} finished ones")
     print("\n".join(summary_lines(doc)))
     print(f"tuning file: {display_path(target)}  (a config names it with `tuning: PATH`); table: {out / 'TUNING.md'}")
+    print(f"then `attnbench run {args.config} --reuse {out}` copies the trials at the chosen values (the same cells) "
+          "instead of training them again")
     unchosen = [e for e in doc["entries"] if e["chosen"] is None]
     if unchosen:
         print(f"attnbench: {len(unchosen)} model(s) without a choice: no grid point trained every seed (exit code 1)")

@@ -52,6 +52,9 @@ class RunOptions:
     #: data the beam-search test of a translation cell took 98 of a round's 180 s). The record
     #: says so (``fit_only``) and has no test metrics.
     fit_only: bool = False
+    #: Results folders whose finished records of this run's cells (same cell ids) are copied
+    #: instead of trained (``--reuse``; :mod:`benchmarks.run.reuse`).
+    reuse: tuple[Path, ...] = ()
 
 
 # ----------------------------------------------------------------------------- one cell

@@ -268,6 +268,7 @@ class Plan:
     estimated: int = 0
     notes: list[str] = field(default_factory=list)
     finished: int = 0  # cells already finished in the run's output folder: not run, not in the plan
+    reused: int = 0  # of ``finished``: those that ``--reuse`` would copy from another folder
 
 
 def plan(cells: Sequence[Any], *, jobs: int | None, cells_per_gpu: int | None, costs: Mapping[str, Any],
@@ -323,7 +324,8 @@ def _hms(seconds: float) -> str:
 def format_plan(p: Plan) -> str:
     """The plan as a short table (estimates marked ``~``, unknown ``?``) and its total."""
     n = sum(r.cells for r in p.rows)
-    resumed = f" to run ({p.finished} of {n + p.finished} already finished: skipped)" if p.finished else ""
+    reused = f", {p.reused} of them copied from --reuse" if p.reused else ""
+    resumed = f" to run ({p.finished} of {n + p.finished} already finished{reused}: skipped)" if p.finished else ""
     lines = [f"plan on {p.device or 'this machine'}: {n} cells{resumed}, {p.workers} at once x {p.threads} thread(s), "
              "longest first"]
     if not n:
@@ -365,13 +367,13 @@ def header_seconds(wall: str | None) -> float | None:
 
 def plan_run(cells: Sequence[Any], cfg: Mapping[str, Any], *, jobs: int | None = None, cells_per_gpu: int | None = None,
              gpus: str | None = None, header_wall: str | None = None, out: str | os.PathLike | None = None,
-             force: bool = False, retry_failed: bool = False) -> Plan:
+             force: bool = False, retry_failed: bool = False, reuse: Sequence[os.PathLike] = ()) -> Plan:
     """The plan of ``run CONFIG --dry-run``: this machine's costs (and the records already in
     ``out``), the header's wall (``header_wall``, as ``attnbench list`` shows it) shared over
     the config's cells at its own ``jobs`` where nothing was measured, and the pool the run's
     options give (``--jobs``, default the suite's ``jobs``). Only the cells the run would train
     are planned: those finished in ``out`` are counted in ``Plan.finished`` (``force`` and
-    ``retry_failed`` as the run's options)."""
+    ``retry_failed`` as the run's options), and so are those ``reuse`` would copy (``--reuse``)."""
     from benchmarks.config.suite import expand, resolve_device
 
     cuda = any(c.config.get("device") == "cuda" or resolve_device((c.config.get("trainer") or {}).get("accelerator", "cpu"))
@@ -388,10 +390,16 @@ def plan_run(cells: Sequence[Any], cfg: Mapping[str, Any], *, jobs: int | None =
 
         raise CliError(str(err)) from None
     todo = R.to_run(list(cells), R.finished_records(out), force=force, retry_failed=retry_failed) if out else list(cells)
+    reused = 0
+    if reuse and not force:
+        from benchmarks.run.reuse import reusable
+
+        found = reusable(todo, [Path(r) for r in reuse])
+        todo, reused = [c for c in todo if c.cell_id not in found], len(found)
     p = plan(todo, jobs=jobs or cfg.get("jobs"), cells_per_gpu=cells_per_gpu, gpus=n_gpus, costs=costs,
              suite=cfg.get("suite"), estimate_s=estimate,
              device="a GPU machine (none here: no measured GPU costs apply)" if gpu_elsewhere else device)
-    p.finished = len(cells) - len(todo)
+    p.finished, p.reused = len(cells) - len(todo), reused
     return p
 
 

@@ -21,6 +21,8 @@ A record (``results/<suite>/runs/<task>/<dataset>/<model>/seed<k>-<cell_id>.json
       "extras": {...},                                 # task-specific artefacts (tables, maps)
       "config": {...the resolved cell config...},    # with "tuning": {"file", "sha256", "values"} when a
                                                      # tuning file (attnbench tune) chose its module_params
+      "reused": {"from": "../trials/runs/...json", "suite": "quick.tuning", "copied": "..."},  # only when
+                                                     # copied from another folder (run --reuse)
       "env": {...environment()...},
       "started": "2026-11-20T22:41:28+00:00", "finished": "..."
     }

@@ -47,6 +47,11 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
     suite = cfg["suite"]
     opts.out.mkdir(parents=True, exist_ok=True)
     done = R.finished_records(opts.out)
+    if opts.reuse and not opts.force:  # a tuning's trials at the chosen values are this run's cells
+        from benchmarks.run.reuse import reuse_records
+
+        if reuse_records(R.to_run(selected, done, retry_failed=opts.retry_failed), opts.reuse, opts.out, suite, opts.log):
+            done = R.finished_records(opts.out)
     todo = R.to_run(selected, done, force=opts.force, retry_failed=opts.retry_failed)
     if todo:  # every real dataset the run needs, once, before any cell (one line, no records)
         from benchmarks.run.data_check import check_run_data

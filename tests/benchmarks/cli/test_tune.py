@@ -127,6 +127,49 @@ def test_a_run_naming_the_file_trains_the_tuned_lr_and_its_records_and_report_na
     assert "## Learning-rate tuning" in report and f"lr={chosen:g}" in report
 
 
+def test_a_run_with_reuse_copies_the_chosen_trials_instead_of_training_them(tuned, tmp_path, capsys):
+    import shutil
+
+    import yaml
+
+    chosen = yaml.safe_load((tuned / "tuning.yaml").read_text())["entries"][0]["chosen"]["lr"]
+    cfg = _config(tuned, "tuning: tuning.yaml", name="adopt.yaml")
+    shutil.copytree(tuned / "trials", tmp_path / "trials")
+    trials = {r["cell_id"]: r for r in R.load_records(tmp_path / "trials") if r["config"]["module_params"]["lr"] == chosen}
+    for t in trials.values():  # the sidecars a real cell has (the toy's inline trials write none)
+        for suffix in (".items", ".log", ".pt"):
+            Path(t["_path"]).with_suffix(suffix).write_text(f"{suffix} of {t['cell_id']}")
+    out = tmp_path / "adopted"
+    args = ["run", str(cfg), "--out", str(out), "--launcher", "inline", "--reuse", str(tmp_path / "trials")]
+    assert main([*args, "--dry-run"]) == 0
+    assert "0 cells to run (2 of 2 already finished, 2 of them copied from --reuse: skipped)" in capsys.readouterr().out
+    assert not (out / "runs").exists()  # a dry run copies nothing
+    assert main(args) == 0
+    said = capsys.readouterr().out
+    assert "reused 2 finished cell(s)" in said and "ran 0 cells (0 failed), skipped 2 finished ones" in said
+    recs = R.load_records(out)
+    assert {r["cell_id"] for r in recs} == set(trials)
+    for r in recs:
+        t = trials[r["cell_id"]]
+        assert r["suite"] == "toytune" and r["reused"]["suite"] == "toytune.tuning"  # the run's suite; where from
+        assert (out / r["reused"]["from"]).resolve() == Path(t["_path"]).resolve()
+        assert r["config"]["tuning"]["file"] == str(tuned / "tuning.yaml") and "tuning" not in t["config"]
+        assert {k: r[k] for k in ("test", "best_val", "curve", "env", "started")} == \
+            {k: t[k] for k in ("test", "best_val", "curve", "env", "started")}
+        for suffix in (".items", ".log", ".pt"):
+            assert Path(r["_path"]).with_suffix(suffix).read_text() == f"{suffix} of {t['cell_id']}"
+    assert f"lr={chosen:g}" in (out / "REPORT.md").read_text()
+    assert main(args) == 0 and "reused" not in capsys.readouterr().out  # a rerun: finished, nothing to copy
+
+
+@pytest.mark.parametrize("extra, said", [(["--reuse", "nowhere"], "--reuse nowhere: no such directory"),
+                                         (["--reuse", ".", "--force"], "--reuse and --force contradict")])
+def test_bad_reuse_is_one_line_and_exit_code_2(tmp_path, capsys, extra, said):
+    assert main(["run", str(_config(tmp_path)), "--out", str(tmp_path / "o"), "--launcher", "inline", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err
+
+
 def test_dry_run_lists_the_trials_and_runs_nothing(tmp_path, capsys):
     assert _tune(tmp_path, "--dry-run") == 0
     out = capsys.readouterr().out
