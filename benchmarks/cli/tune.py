@@ -197,7 +197,7 @@ def _tune(args: argparse.Namespace) -> int:
                        "this command when they are done")
     target.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(target, dump_tuning(doc))
-    write_text_atomic(out / "TUNING.md", tuning_markdown(doc, display_path(target)))
+    write_text_atomic(out / "TUNING.md", tuning_markdown(doc, display_path(target), out))
     print(f"ran {summary.ran} trials ({len(summary.failed)} failed), skipped {summary.skipped} finished ones")
     print("\n".join(summary_lines(doc)))
     print(f"tuning file: {display_path(target)}  (a config names it with `tuning: PATH`); table: {out / 'TUNING.md'}")

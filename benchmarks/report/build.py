@@ -238,7 +238,7 @@ def write_report(
         blocks += _group_blocks(g, an, plots_dir, out, written, warn)
     blocks += variants_blocks(an, plots_dir, written)  # only when a domain ran an efficient attention pattern
     blocks += recurrence_blocks(an)  # only when a domain ran a modern recurrence
-    blocks += tuning_blocks(an.records, warn)  # only when the records name a tuning file (attnbench tune)
+    blocks += tuning_blocks(an.records, warn, plots=(plots_dir, out), written=written)  # only when the records name a tuning file (attnbench tune)
 
     bench = find_bench_attention(bench_dirs if bench_dirs is not None else bench_candidate_dirs(root))
     if bench is not None:

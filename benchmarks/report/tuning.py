@@ -22,12 +22,12 @@ from typing import Any, Callable, Iterable
 import yaml
 
 from benchmarks.report import stats
-from benchmarks.report.document import Block, Bold, Heading, Paragraph, Table, render_markdown
+from benchmarks.report.document import Block, Bold, Heading, Image, Paragraph, Table, render_markdown
 from benchmarks.report.format import fmt_metric, slug
 from benchmarks.report.results import METRIC_BOUNDS
 
 __all__ = ["CONFIDENCE", "RULE", "tuning_entries", "point_label", "dump_tuning", "tuning_doc_blocks",
-           "tuning_blocks", "summary_lines", "doc_differences", "tuning_markdown"]
+           "tuning_blocks", "summary_lines", "doc_differences", "tuning_markdown", "plot_lr_windows"]
 
 CONFIDENCE = 0.95
 RULE = ("best mean validation score over the seeds, among the grid points where every seed trained; ties: "
@@ -185,9 +185,71 @@ def grid_edge(doc: dict[str, Any], chosen: dict[str, Any] | None) -> str | None:
     return "largest" if chosen["lr"] == lrs[-1] else "smallest"
 
 
-def tuning_doc_blocks(doc: dict[str, Any], shown: str, level: int = 2) -> list[Block]:
+def _where(e: dict[str, Any]) -> str:
+    """``task / dataset`` (`` · diagnostic`` `` · key=value`` of a sweep point): an entry's place."""
+    where = f"{e['task']} / {e['dataset']}" + (f" · {e['diagnostic']}" if e.get("diagnostic") else "")
+    return where + "".join(f" · {k}={v:g}" if isinstance(v, float) else f" · {k}={v}" for k, v in (e.get("at") or {}).items())
+
+
+def plot_lr_windows(doc: dict[str, Any], path: Path, title: str) -> Path | None:
+    """Validation score (mean, error bar: the t-interval) against the learning rate (log axis), one
+    panel per place (task, dataset, diagnostic, sweep point), one line per model coloured by its
+    family; the chosen point a star, the other points of its window filled, the rest hollow."""
+    from benchmarks.report.plots import FAMILY_COLORS, line_styles, new_figure, save_figure
+
+    keys = list((doc.get("search") or {}).get("keys") or ["lr"])
+    panels: dict[str, list[dict[str, Any]]] = {}
+    for e in doc.get("entries") or []:
+        panels.setdefault(_where(e), []).append(e)
+    if not panels or not any(t.get("mean") is not None for es in panels.values() for e in es for t in e.get("trials") or []):
+        return None
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig = new_figure((4.2 * cols, 3.0 * rows + 0.4))
+    fig.set_layout_engine("constrained")  # panel titles clear of the axis labels above them
+    for i, (where, entries) in enumerate(panels.items()):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        style = line_styles()
+        for e in entries:
+            color, ls = FAMILY_COLORS.get(e.get("family", ""), "black"), style(e.get("family", ""))
+            others = {tuple((k, t.get(k)) for k in keys if k != "lr") for t in e.get("trials") or []}
+            for other in sorted(others, key=str):  # one line per value of the --also key (none: one line)
+                pts = sorted((t["lr"], t) for t in e.get("trials") or [] if t.get("mean") is not None
+                             and tuple((k, t.get(k)) for k in keys if k != "lr") == other)
+                if not pts:
+                    continue
+                xs, ys = [x for x, _ in pts], [t["mean"] for _, t in pts]
+                err = [[max(0.0, t["mean"] - t["ci"][0]) if t.get("ci") else 0.0 for _, t in pts],
+                       [max(0.0, t["ci"][1] - t["mean"]) if t.get("ci") else 0.0 for _, t in pts]]
+                label = e["model"] + "".join(f", {k}={v}" for k, v in other)
+                ax.errorbar(xs, ys, yerr=err, fmt=ls, color=color, lw=1.3, capsize=2, label=label)
+                window = [tuple(w.get(k) for k in keys) for w in e.get("window") or []]
+                chosen = tuple((e.get("chosen") or {}).get(k) for k in keys)
+                for x, t in pts:
+                    at = tuple(t.get(k) for k in keys)
+                    ax.plot([x], [t["mean"]], "*" if at == chosen else "o", ms=11 if at == chosen else 5, color=color,
+                            mfc=color if at in window else "white", zorder=3)
+        ax.set_xscale("log")
+        lrs = sorted({t["lr"] for e in entries for t in e.get("trials") or [] if t.get("lr")})
+        ax.set_xticks(lrs, [f"{x:g}" for x in lrs], fontsize=7)
+        ax.minorticks_off()
+        metric = (entries[0].get("metric") or {})
+        ax.set_title(where, fontsize=8)
+        ax.set_xlabel("learning rate (log)", fontsize=8)
+        ax.set_ylabel(f"validation {metric.get('name', 'metric')} ({'higher' if metric.get('mode', 'max') == 'max' else 'lower'} better)",
+                      fontsize=7)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.suptitle(title, fontsize=10)
+    return save_figure(fig, path)
+
+
+def tuning_doc_blocks(doc: dict[str, Any], shown: str, level: int = 2, plots: tuple[Path, Path] | None = None,
+                      written: dict[str, Path] | None = None, warn: Callable[[str, str], None] | None = None) -> list[Block]:
     """A tuning document as report blocks: one row per tuned model with its chosen value, its
-    window and the validation score of every grid point."""
+    window and the validation score of every grid point; with ``plots`` (the plots folder, the
+    report's folder) the same as a figure (:func:`plot_lr_windows`), its file added to ``written``."""
     search = doc.get("search") or {}
     keys = list(search.get("keys") or ["lr"])
     grid = list(search.get("grid") or [])
@@ -200,9 +262,7 @@ def tuning_doc_blocks(doc: dict[str, Any], shown: str, level: int = 2) -> list[B
             edge.append(f"{e['model']} ({point_label(chosen)}, the grid's {side})")
         by_point = {tuple(t.get(k) for k in keys): t for t in e.get("trials") or []}
         cells = [_trial_text(by_point.get(tuple(p.get(k) for k in keys), {}), chosen, keys) for p in grid]
-        where = f"{e['task']} / {e['dataset']}" + (f" · {e['diagnostic']}" if e.get("diagnostic") else "")
-        where += "".join(f" · {k}={v:g}" if isinstance(v, float) else f" · {k}={v}" for k, v in (e.get("at") or {}).items())
-        rows.append([where, e["model"], e.get("family", ""), point_label(chosen) if chosen else "none", _window_text(e, keys), *cells])
+        rows.append([_where(e), e["model"], e.get("family", ""), point_label(chosen) if chosen else "none", _window_text(e, keys), *cells])
         if chosen and len(e.get("window") or []) == 1 and len(grid) > 1:
             narrow.append(f"{e['model']} ({e.get('family', '')})")
     seeds = search.get("seeds") or []
@@ -218,6 +278,21 @@ def tuning_doc_blocks(doc: dict[str, Any], shown: str, level: int = 2) -> list[B
                   "Lr window: the learning rates inside the chosen value's interval (of the grid points where every "
                   "seed trained): a wide window means the comparison does not hinge on the learning rate.", "note"),
     ]
+    if plots is not None:
+        name = f"{slug('tuning', Path(shown).stem)}__lr_windows.png"
+        try:
+            p = plot_lr_windows(doc, plots[0] / name, f"Learning-rate search: {shown}")
+        except Exception as exc:  # noqa: BLE001 - a plot failure must not lose the report
+            p = None
+            if warn is not None:
+                warn("plots", f"{name}: {type(exc).__name__}: {exc}")
+        if p is not None:
+            if written is not None:
+                written[f"plots/{name}"] = p
+            blocks += [Image.of(p, plots[1], "learning-rate windows"),
+                       Paragraph("Validation score against the learning rate, mean over seeds with its t-interval; colour: "
+                                 "model family; star: the chosen value; filled: inside its window; hollow: outside.",
+                                 "note")]
     if narrow:
         blocks.append(Paragraph(f"Narrow window (only the chosen value is inside its interval): {', '.join(narrow)}. "
                                 "These models are sensitive to their learning rate on this task.", "warn"))
@@ -242,16 +317,19 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
     return out
 
 
-def tuning_markdown(doc: dict[str, Any], shown: str) -> str:
-    """``TUNING.md``: the section as a page of its own."""
-    return render_markdown([Heading(1, f"attnbench tune: {doc.get('suite', '')}"), *tuning_doc_blocks(doc, shown)])
+def tuning_markdown(doc: dict[str, Any], shown: str, out: Path | None = None) -> str:
+    """``TUNING.md``: the section as a page of its own (with its figure in ``out/plots`` when ``out``
+    is given: the folder ``TUNING.md`` is written to)."""
+    plots = (out / "plots", out) if out is not None else None
+    return render_markdown([Heading(1, f"attnbench tune: {doc.get('suite', '')}"), *tuning_doc_blocks(doc, shown, plots=plots)])
 
 
 def tuning_blocks(records: Iterable[dict[str, Any]], warn: Callable[[str, str], None],
-                  root: Path | None = None) -> list[Block]:
+                  root: Path | None = None, plots: tuple[Path, Path] | None = None,
+                  written: dict[str, Path] | None = None) -> list[Block]:
     """The report section of every tuning file the records name (``config.tuning.file``, relative
     to the repository ``root``); a file that is missing, unreadable or changed since the records
-    were written is a warning instead."""
+    were written is a warning instead. ``plots``, ``written``: as :func:`tuning_doc_blocks`."""
     from benchmarks.config.tuning import REPO_ROOT
 
     root = REPO_ROOT if root is None else root
@@ -275,7 +353,7 @@ def tuning_blocks(records: Iterable[dict[str, Any]], warn: Callable[[str, str], 
             warn("tuning", f"tuning file {shown} differs from the one the records were run with "
                            f"({', '.join(sorted(hashes))}; now {sha}): the windows shown are the file's now")
         if isinstance(doc, dict):
-            blocks += tuning_doc_blocks(doc, shown)
+            blocks += tuning_doc_blocks(doc, shown, plots=plots, written=written, warn=warn)
     return blocks
 
 

@@ -206,3 +206,22 @@ def test_a_choice_at_the_grids_edge_is_flagged(tmp_path):
         assert f"Chosen at the grid's edge: linear (lr={lr}, the grid's {side})" in render_markdown(tuning_doc_blocks(doc, "t.yaml"))
         assert f"(the grid's {side} lr: the best may lie beyond it)" in summary_lines(doc)[0]
     assert grid_edge({"search": {"grid": [{"lr": 0.1}]}}, {"lr": 0.1}) is None  # one point has no edge
+
+
+def test_the_section_draws_the_lr_windows_when_given_a_plots_folder(tmp_path):
+    import yaml
+
+    from benchmarks.report.document import render_markdown
+    from benchmarks.report.tuning import plot_lr_windows, tuning_doc_blocks
+
+    doc = yaml.safe_load(_tuning_file(tmp_path).read_text())
+    written: dict[str, Path] = {}
+    text = render_markdown(tuning_doc_blocks(doc, "t.yaml", plots=(tmp_path / "plots", tmp_path), written=written))
+    png = tmp_path / "plots" / "tuning__t__lr_windows.png"
+    assert "](plots/tuning__t__lr_windows.png)" in text and "star: the chosen value" in text
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and written == {"plots/tuning__t__lr_windows.png": png}
+    assert "lr_windows" not in render_markdown(tuning_doc_blocks(doc, "t.yaml"))  # no plots folder: the table alone
+    for e in doc["entries"]:
+        for t in e["trials"]:
+            t["mean"] = t["ci"] = None
+    assert plot_lr_windows(doc, tmp_path / "none.png", "t") is None and not (tmp_path / "none.png").exists()
