@@ -39,13 +39,18 @@ SIDECARS = (items_path, lambda p: Path(p).with_suffix(".log"), weights_path)
 
 def reusable(cells: Iterable[Any], sources: Iterable[Path]) -> dict[str, dict[str, Any]]:
     """cell_id -> the finished ``ok`` record (from :func:`benchmarks.run.records.load_records`)
-    of one of ``cells`` in the folders ``sources``: the first source that has it, its newest."""
+    of one of ``cells`` in the folders ``sources`` (results folders or folders of them): the
+    first source that has it, its newest there."""
     want = {c.cell_id for c in cells}
     found: dict[str, dict[str, Any]] = {}
-    for src in sources:
-        for cid, rec in R.finished_records(src).items():
-            if cid in want and cid not in found and rec.get("status") == "ok":
-                found[cid] = rec
+    for src in sources:  # a results folder, or a folder of them
+        mine: dict[str, dict[str, Any]] = {}
+        for rec in R.load_records(src):
+            cid = rec["cell_id"]
+            if cid in want and cid not in found and rec.get("status") == "ok" and \
+                    str(rec.get("finished") or "") >= str((mine.get(cid) or {}).get("finished") or ""):
+                mine[cid] = rec
+        found.update(mine)
     return found
 
 

@@ -144,6 +144,8 @@ def test_a_run_with_reuse_copies_the_chosen_trials_instead_of_training_them(tune
     assert main([*args, "--dry-run"]) == 0
     assert "0 cells to run (2 of 2 already finished, 2 of them copied from --reuse: skipped)" in capsys.readouterr().out
     assert not (out / "runs").exists()  # a dry run copies nothing
+    assert main([*args[:-1], str(tmp_path), "--dry-run"]) == 0  # a folder of results folders: the same
+    assert "2 of them copied from --reuse" in capsys.readouterr().out
     assert main(args) == 0
     said = capsys.readouterr().out
     assert "reused 2 finished cell(s)" in said and "ran 0 cells (0 failed), skipped 2 finished ones" in said
