@@ -196,10 +196,12 @@ def _cap_s(value: Any) -> float | None:
 
 
 def _lookup(cell: Any, costs: Mapping[str, Any], suite: str | None) -> dict[str, Any] | None:
-    """The cost measured for the cell's suite, else the most measured one of its model elsewhere."""
-    own = costs.get(_key(suite or "", cell.task, cell.dataset, cell.model, cell.train_fraction))
-    if own is not None:
-        return own
+    """The cost measured for the cell's suite, else for the suite a tuning search (``<suite>.tuning``)
+    searches (the same budget), else the most measured one of its model elsewhere."""
+    for name in dict.fromkeys([suite or "", (suite or "").removesuffix(".tuning")]):
+        own = costs.get(_key(name, cell.task, cell.dataset, cell.model, cell.train_fraction))
+        if own is not None:
+            return own
     same = (cell.task, cell.dataset, cell.model, cell.train_fraction)
     others = [c for c in costs.values()
               if (c.get("task"), c.get("dataset"), c.get("model"), float(c.get("train_fraction") or 1.0)) == same]

@@ -137,6 +137,9 @@ def test_a_cells_seconds_from_its_measured_cost_capped_by_its_config():
     (a,) = _cells(["linear"])
     assert P.cell_seconds(a, costs, "s")[:2] == (100.0, "measured")
     assert P.cell_seconds(a, costs, "another suite")[:2] == (100.0, "measured")  # the same model measured elsewhere
+    more = {**costs, **_costs([_record("linear", s, 20.0, 2, 25.0, suite="other") for s in range(3)])}
+    assert P.cell_seconds(a, more, "another suite")[0] == 25.0  # elsewhere: the most measured
+    assert P.cell_seconds(a, more, "s.tuning")[0] == 100.0  # a tuning search of s: s's own budget first
     (short,) = _cells(["linear"], trainer={"max_epochs": 4})
     assert P.cell_seconds(short, costs, "s")[0] == 50.0  # 4 epochs x 10 s + 10 s
     (capped,) = _cells(["linear"], trainer={"max_time_s": 60})
