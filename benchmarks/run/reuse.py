@@ -71,15 +71,18 @@ def reuse_records(cells: list[Any], sources: Iterable[Path], out: Path, suite: s
             continue
         src = Path(rec.pop("_path"))
         new = {**rec, "suite": suite, "config": cell.config,
-               "reused": {"from": os.path.relpath(src, out), "suite": rec.get("suite"), "copied": R.now_iso()}}
+               "reused": {"from": os.path.relpath(src, out), "copied": R.now_iso(),  # a copy's copy: the first suite
+                          "suite": (rec.get("reused") or {}).get("suite") or rec.get("suite")}}
         dest = R.record_path(out, new)
         claim = claim_path(dest)
         if (claim.exists() and not is_stale(claim)) or (R.on_disk(dest) or {}).get("status") == "ok":
             continue  # being trained, or finished, meanwhile: the folder's own
         dest.parent.mkdir(parents=True, exist_ok=True)
-        for side in SIDECARS:
+        for side in SIDECARS:  # the source's, and none left from a failed attempt here
             if side(src).is_file():
                 _copy(side(src), side(dest))
+            else:
+                side(dest).unlink(missing_ok=True)
         R.write_json_atomic(dest, new)
         n += 1
     shown = ", ".join(str(s) for s in sources)

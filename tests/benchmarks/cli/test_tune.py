@@ -164,6 +164,22 @@ def test_a_run_with_reuse_copies_the_chosen_trials_instead_of_training_them(tune
     assert main(args) == 0 and "reused" not in capsys.readouterr().out  # a rerun: finished, nothing to copy
 
 
+def test_reuse_replaces_a_failed_record_it_would_retry_and_its_stale_sidecars(tuned, tmp_path, capsys):
+    import yaml
+
+    chosen = yaml.safe_load((tuned / "tuning.yaml").read_text())["entries"][0]["chosen"]["lr"]
+    cfg = _config(tuned, "tuning: tuning.yaml", name="adopt.yaml")
+    trial = next(r for r in R.load_records(tuned / "trials") if r["config"]["module_params"]["lr"] == chosen)
+    out = tmp_path / "adopted"
+    failed = {**{k: v for k, v in trial.items() if k != "_path"}, "status": "failed", "failure": "external",
+              "reason": "interrupted"}
+    dest = R.write_json_atomic(R.record_path(out, failed), failed)
+    dest.with_suffix(".pt").write_text("weights of the failed attempt")
+    args = ["run", str(cfg), "--out", str(out), "--launcher", "inline", "--reuse", str(tuned / "trials")]
+    assert main(args) == 0 and "reused 2 finished cell(s)" in capsys.readouterr().out
+    assert R.on_disk(dest)["status"] == "ok" and not dest.with_suffix(".pt").exists()
+
+
 @pytest.mark.parametrize("extra, said", [(["--reuse", "nowhere"], "--reuse nowhere: no such directory"),
                                          (["--reuse", ".", "--force"], "--reuse and --force contradict")])
 def test_bad_reuse_is_one_line_and_exit_code_2(tmp_path, capsys, extra, said):
