@@ -64,8 +64,13 @@ def device_key(env: Mapping[str, Any]) -> str:
 
 
 def this_device(cuda: bool = False) -> str:
-    """:func:`device_key` of this machine (its first visible GPU when ``cuda``)."""
-    return device_key(R.environment("cuda" if cuda else "cpu"))
+    """:func:`device_key` of this machine (its first visible GPU when ``cuda``), from its hardware
+    alone (:func:`benchmarks.run.records.machine_fields`: no git or version calls)."""
+    import torch
+
+    on_gpu = cuda and torch.cuda.is_available()
+    props = torch.cuda.get_device_properties(torch.device("cuda")) if on_gpu else None
+    return device_key({**R.machine_fields("cuda" if cuda else "cpu", props), "cuda": torch.version.cuda if on_gpu else None})
 
 
 # ----------------------------------------------------------------------------- measured costs
@@ -222,6 +227,22 @@ def cell_seconds(cell: Any, costs: Mapping[str, Any], suite: str | None = None,
     train = float(m["seconds_per_epoch"]) * epochs
     cap = _cap_s(trainer.get("max_time_s"))
     return (min(train, cap) if cap else train) + float(m.get("overhead_s") or 0.0), "measured", m
+
+
+def predicted_seconds(cells: Sequence[Any], suite: str | None, out: str | os.PathLike | None = None) -> dict[str, float]:
+    """cell_id -> the seconds :func:`cell_seconds` predicts from this machine's measured costs, for
+    the cells it can predict; ``{}`` when none can be (no costs here, or CUDA cells and no CUDA
+    here). The progress's ETA weighs the cells by it: only their ratios count."""
+    cuda = any(c.config.get("device") == "cuda" for c in cells)
+    try:
+        device = this_device(cuda)
+        if cuda and device.startswith("cpu-"):
+            return {}
+        costs = load_costs(device, out)
+    except (ValueError, OSError):
+        return {}
+    seconds = {c.cell_id: cell_seconds(c, costs, suite)[0] for c in cells}
+    return {cid: float(s) for cid, s in seconds.items() if s}
 
 
 def longest_first(cells: Sequence[Any], seconds: Mapping[str, float | None]) -> list[Any]:

@@ -2,8 +2,13 @@
 failed / pending and an ETA, read from the output folder itself (records written since the run
 started, live claims), so a local pool, Slurm arrays and Ray tasks are followed the same way.
 
-On a terminal it is a bar (tqdm) under the log lines; in a log file, a plain line every
-``every_s`` seconds when something changed."""
+The ETA weighs each cell by its predicted seconds when the run has them (the plan's measured costs,
+:func:`benchmarks.run.plan.predicted_seconds`): a run that starts its longest cells first would
+otherwise extrapolate their pace to every cell (the vision search's first two ResNets put it at 23 h).
+Unpredicted cells weigh the mean of the others; with no prediction at all, every cell weighs the same.
+
+On a terminal it is a bar (tqdm) under the log lines; in a log file, a plain line when the counts
+change (at most every ``every_s`` seconds), and every ``heartbeat_s`` seconds with the ETA alone."""
 
 from __future__ import annotations
 
@@ -11,13 +16,16 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Iterable, Mapping, TextIO
 
-__all__ = ["Counts", "SuiteProgress", "count_cells", "format_counts"]
+__all__ = ["Counts", "SuiteProgress", "count_cells", "finished_share", "format_counts"]
 
 
 class Counts(dict):
-    """``{"done", "failed", "running", "pending"}`` -> number of this run's cells."""
+    """``{"done", "failed", "running", "pending"}`` -> number of this run's cells; ``finished``: the
+    ids of those done or failed."""
+
+    finished: frozenset = frozenset()
 
 
 def count_cells(out: Path, cells: list[Any], seen: dict[str, Any]) -> Counts:
@@ -27,24 +35,40 @@ def count_cells(out: Path, cells: list[Any], seen: dict[str, Any]) -> Counts:
     from benchmarks.run.records import on_disk, same_record
     from benchmarks.run.worker import record_target
 
-    c = Counts(done=0, failed=0, running=0, pending=0)
+    c, finished = Counts(done=0, failed=0, running=0, pending=0), set()
     for cell in cells:
         target = record_target(out, cell)
         rec = on_disk(target)
         claim = C.claim_path(target)
         if rec is not None and not same_record(rec, seen.get(cell.cell_id)):
             c["done" if rec.get("status") == "ok" else "failed"] += 1
+            finished.add(cell.cell_id)
         elif claim.exists() and not C.is_stale(claim):
             c["running"] += 1
         else:
             c["pending"] += 1
+    c.finished = frozenset(finished)
     return c
 
 
-def format_counts(c: Counts, total: int, elapsed_s: float) -> str:
-    """``12/62 finished (1 failed), 2 running, 48 pending, ETA 3.1 min``."""
+def finished_share(finished: Iterable[str], cells: list[Any], weights: Mapping[str, float] | None) -> float | None:
+    """The share of the run's predicted work in the ``finished`` cells (``weights``: cell id ->
+    predicted seconds; a cell without one weighs the mean of the others); ``None`` without weights."""
+    known = [w for w in (weights or {}).values() if w > 0]
+    if not known:
+        return None
+    fill = sum(known) / len(known)
+    w = {c.cell_id: (weights or {}).get(c.cell_id) or fill for c in cells}
+    total = sum(w.values())
+    return sum(w[cid] for cid in finished if cid in w) / total if total else None
+
+
+def format_counts(c: Counts, total: int, elapsed_s: float, share: float | None = None) -> str:
+    """``12/62 finished (1 failed), 2 running, 48 pending, ETA 3.1 min``: the ETA from the pace so
+    far, of the finished ``share`` of the predicted work when given, else of the finished cells."""
     finished = c["done"] + c["failed"]
-    eta = f", ETA {elapsed_s / finished * (total - finished) / 60:.1f} min" if finished and finished < total else ""
+    done = share if share is not None else (finished / total if total else 0.0)
+    eta = f", ETA {elapsed_s / done * (1 - done) / 60:.1f} min" if finished and finished < total and 0 < done < 1 else ""
     return (f"{finished}/{total} finished ({c['failed']} failed), {c['running']} running, {c['pending']} pending"
             f"{eta}")
 
@@ -55,9 +79,11 @@ class SuiteProgress:
 
     def __init__(self, out: Path, cells: list[Any], seen: dict[str, Any], log: Callable[[str], None], *,
                  every_s: float = 10.0, poll_s: float = 2.0, stream: TextIO | None = None,
-                 bar: bool | None = None) -> None:
+                 bar: bool | None = None, weights: Mapping[str, float] | None = None,
+                 heartbeat_s: float = 300.0) -> None:
         self.out, self.cells, self.seen, self._log = Path(out), cells, seen, log
         self.every_s, self.poll_s, self.total = every_s, poll_s, len(cells)
+        self.weights, self.heartbeat_s = weights, heartbeat_s
         stream = stream or sys.stderr
         use_bar = bar if bar is not None else bool(getattr(stream, "isatty", lambda: False)())
         self.bar = None
@@ -69,7 +95,7 @@ class SuiteProgress:
         self.t0 = time.monotonic()
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._last_line, self._last_text = 0.0, ""
+        self._last_line, self._last_counts = 0.0, None
         self._thread = threading.Thread(target=self._loop, name="attnbench-progress", daemon=True)
 
     def log(self, msg: str) -> None:
@@ -103,14 +129,15 @@ class SuiteProgress:
     def update(self, final: bool = False) -> Counts:
         c = count_cells(self.out, self.cells, self.seen)
         now = time.monotonic()
-        text = format_counts(c, self.total, now - self.t0)
+        text = format_counts(c, self.total, now - self.t0, finished_share(c.finished, self.cells, self.weights))
         with self._lock:
             if self.bar is not None:
                 self.bar.n = c["done"] + c["failed"]
                 self.bar.set_postfix_str(f"{c['failed']} failed, {c['running']} running, {c['pending']} pending",
                                          refresh=False)
                 self.bar.refresh()
-            elif not final and text != self._last_text and now - self._last_line >= self.every_s:
-                self._last_line, self._last_text = now, text
+            elif not final and ((dict(c) != self._last_counts and now - self._last_line >= self.every_s)
+                                or now - self._last_line >= self.heartbeat_s):
+                self._last_line, self._last_counts = now, dict(c)
                 self._log(f"  progress: {text}")
         return c

@@ -306,6 +306,15 @@ def code_git_state() -> tuple[tuple[str | None, bool | None], str | None]:
     return (commit, dirty), (f"{now[0]}{'-dirty' if now[1] else ''}" if (commit, dirty) != now else None)
 
 
+def machine_fields(dev: str, props: Any = None) -> dict[str, Any]:
+    """The fields of :func:`environment` that name the machine a cell ran on (what
+    :func:`benchmarks.run.plan.device_key` reads): the device, its name (``props``: the CUDA
+    device's properties), the CPU model, its vector units and its cores. No git or version calls."""
+    return {"device": dev, "device_name": props.name if props else _cpu_name(), "cpu_model": _cpu_name(), **_cpuinfo(),
+            "cpu_count": os.cpu_count(),
+            "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None}
+
+
 def environment(device: str | None = None, fingerprint: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a result needs to be reproduced: versions, hardware (CPU model, vector extensions,
     MHz, cores; GPU, memory, driver), the run's speed ``fingerprint``
@@ -328,16 +337,11 @@ def environment(device: str | None = None, fingerprint: dict[str, Any] | None = 
         "torchvision": _version("torchvision"),
         "torchaudio": _version("torchaudio"),
         "cuda": torch.version.cuda if cuda else None,
-        "device": dev,
-        "device_name": props.name if props else _cpu_name(),
+        **machine_fields(dev, props),
         "device_memory_bytes": props.total_memory if props else None,
         "cudnn": torch.backends.cudnn.version() if on_gpu else None,
         "gpu_driver": _gpu_driver() if on_gpu else None,
-        "cpu_model": _cpu_name(),
-        **_cpuinfo(),
         "cpu_capability": _cpu_capability(torch),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "memory_total_bytes": _mem_total(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "torch_threads": torch.get_num_threads(),

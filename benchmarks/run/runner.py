@@ -98,11 +98,14 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
                     gpus=1.0 if c.config.get("device") == "cuda" else 0.0,  # what Slurm/Ray reserve
                     force=opts.force, retry_failed=opts.retry_failed) for c in todo]
     by_id = {c.cell_id: c for c in todo}
+    from benchmarks.run.plan import predicted_seconds
     from benchmarks.run.progress import SuiteProgress
 
-    # done / running / failed / pending over every worker, read from the folder (any launcher)
+    # done / running / failed / pending over every worker, read from the folder (any launcher);
+    # the ETA weighs the cells by their predicted seconds
     with SuiteProgress(opts.out, todo, {c.cell_id: done.get(c.cell_id) for c in todo}, log,
-                       every_s=opts.progress_every_s) as progress:
+                       every_s=opts.progress_every_s, weights=predicted_seconds(todo, suite, opts.out) if todo else None) \
+            as progress:
         for res in launcher.launch(jobs, progress.log):
             if res.status in ("ok", "failed"):
                 summary.ran += 1

@@ -7,7 +7,7 @@ import io
 
 from benchmarks.run import claims as C
 from benchmarks.run import records as R
-from benchmarks.run.progress import SuiteProgress, count_cells, format_counts
+from benchmarks.run.progress import SuiteProgress, count_cells, finished_share, format_counts
 from benchmarks.config.suite import Cell
 from benchmarks.run.worker import record_target
 
@@ -42,6 +42,37 @@ def test_format_counts_gives_an_eta_from_the_rate_so_far():
     c = {"done": 3, "failed": 1, "running": 2, "pending": 4}
     assert format_counts(c, 10, 120.0) == "4/10 finished (1 failed), 2 running, 4 pending, ETA 3.0 min"
     assert "ETA" not in format_counts({"done": 0, "failed": 0, "running": 1, "pending": 1}, 2, 5.0)
+
+
+def test_the_eta_weighs_the_cells_by_their_predicted_seconds():
+    cells = _cells(4)
+    weights = {cells[0].cell_id: 60.0, cells[1].cell_id: 15.0, cells[2].cell_id: 15.0}  # the 4th: unknown
+    assert finished_share([cells[0].cell_id], cells, weights) == 0.5  # 60 of 60 + 15 + 15 + 30 (the mean of the known)
+    assert finished_share([cells[0].cell_id], cells, None) is None and finished_share([], cells, {}) is None
+    c = {"done": 1, "failed": 0, "running": 2, "pending": 1}
+    # the longest cell first: its 10 min were half the work, not a quarter
+    assert format_counts(c, 4, 600.0, 0.5).endswith("ETA 10.0 min")
+    assert format_counts(c, 4, 600.0).endswith("ETA 30.0 min")  # without weights: by the count of cells
+
+
+def test_a_log_line_when_the_counts_change_or_at_the_heartbeat(tmp_path, monkeypatch):
+    import benchmarks.run.progress as progress
+
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    cells, lines = _cells(3), []
+    prog = SuiteProgress(tmp_path, cells, {c.cell_id: None for c in cells}, lines.append, every_s=10,
+                         heartbeat_s=300, stream=io.StringIO(), bar=None)
+    now[0] = 20.0
+    _write(tmp_path, cells[0], "ok")
+    prog.update()
+    for t in (40.0, 100.0, 250.0):  # only the ETA moves: no line before the heartbeat
+        now[0] = t
+        prog.update()
+    assert len(lines) == 1
+    now[0] = 330.0
+    prog.update()
+    assert len(lines) == 2 and lines[1].strip().startswith("progress: 1/3 finished")
 
 
 def test_plain_lines_when_not_a_terminal(tmp_path):
