@@ -22,7 +22,8 @@ def _reuse_dirs(values: list[str], out: Path, force: bool) -> tuple[Path, ...]:
     for v in values:
         d = Path(v).expanduser()
         if not d.is_dir():
-            raise CliError(f"--reuse {v}: no such directory (a results folder: the --out of an earlier run or tune)")
+            what = "is not a folder" if d.exists() else "no such directory"
+            raise CliError(f"--reuse {v}: {what} (expected a results folder: the --out of an earlier run or tune)")
         if d.resolve() == out.resolve():
             raise CliError(f"--reuse {v}: is the run's own --out folder (its finished cells are skipped anyway)")
         dirs.append(d)

@@ -170,12 +170,16 @@ def write_costs(results_dir: str | os.PathLike, path: str | os.PathLike, device:
     return merged
 
 
-def load_costs(device: str, out: str | os.PathLike | None = None, reference: Path | None = None) -> dict[str, Any]:
+def load_costs(device: str, out: str | os.PathLike | None = None, reference: Path | None = None,
+               records: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The costs known for ``device``: its ``costs.json`` under ``reference`` (default
-    ``results/reference``), then those of the records already in ``out`` (a run's own folder)."""
+    ``results/reference``), then those of the records already in ``out`` (a run's own folder;
+    ``records``: those records, already loaded)."""
     costs = dict(_read_costs((reference or REFERENCE_DIR) / device / COSTS_FILE).get("costs", {}))
-    if out is not None and (Path(out) / R.RUNS_DIR).exists():
-        costs.update(costs_from_records(R.load_records(out)).get(device, {}))
+    if records is None and out is not None and (Path(out) / R.RUNS_DIR).exists():
+        records = R.load_records(out)
+    if records is not None:
+        costs.update(costs_from_records(records).get(device, {}))
     return costs
 
 
@@ -229,16 +233,18 @@ def cell_seconds(cell: Any, costs: Mapping[str, Any], suite: str | None = None,
     return (min(train, cap) if cap else train) + float(m.get("overhead_s") or 0.0), "measured", m
 
 
-def predicted_seconds(cells: Sequence[Any], suite: str | None, out: str | os.PathLike | None = None) -> dict[str, float]:
-    """cell_id -> the seconds :func:`cell_seconds` predicts from this machine's measured costs, for
-    the cells it can predict; ``{}`` when none can be (no costs here, or CUDA cells and no CUDA
-    here). The progress's ETA weighs the cells by it: only their ratios count."""
+def predicted_seconds(cells: Sequence[Any], suite: str | None, out: str | os.PathLike | None = None,
+                      records: Iterable[Mapping[str, Any]] | None = None) -> dict[str, float]:
+    """cell_id -> the seconds :func:`cell_seconds` predicts from this machine's measured costs
+    (``out``'s records: ``records`` when already loaded), for the cells it can predict; ``{}`` when
+    none can be (no costs here, or CUDA cells and no CUDA here). The progress's ETA weighs the cells
+    by it: only their ratios count."""
     cuda = any(c.config.get("device") == "cuda" for c in cells)
     try:
         device = this_device(cuda)
         if cuda and device.startswith("cpu-"):
             return {}
-        costs = load_costs(device, out)
+        costs = load_costs(device, out, records=records)
     except (ValueError, OSError):
         return {}
     seconds = {c.cell_id: cell_seconds(c, costs, suite)[0] for c in cells}

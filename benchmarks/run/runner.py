@@ -104,7 +104,7 @@ def run_suite(cfg: dict[str, Any], opts: RunOptions, source: str = "", launcher:
     # done / running / failed / pending over every worker, read from the folder (any launcher);
     # the ETA weighs the cells by their predicted seconds
     with SuiteProgress(opts.out, todo, {c.cell_id: done.get(c.cell_id) for c in todo}, log,
-                       every_s=opts.progress_every_s, weights=predicted_seconds(todo, suite, opts.out) if todo else None) \
+                       every_s=opts.progress_every_s, weights=predicted_seconds(todo, suite, records=done.values()) if todo else None) \
             as progress:
         for res in launcher.launch(jobs, progress.log):
             if res.status in ("ok", "failed"):

@@ -181,9 +181,14 @@ def test_reuse_replaces_a_failed_record_it_would_retry_and_its_stale_sidecars(tu
 
 
 @pytest.mark.parametrize("extra, said", [(["--reuse", "nowhere"], "--reuse nowhere: no such directory"),
+                                         (["--reuse", "{cfg}"], "is not a folder"),
+                                         (["--reuse", "{out}"], "is the run's own --out folder"),
                                          (["--reuse", ".", "--force"], "--reuse and --force contradict")])
 def test_bad_reuse_is_one_line_and_exit_code_2(tmp_path, capsys, extra, said):
-    assert main(["run", str(_config(tmp_path)), "--out", str(tmp_path / "o"), "--launcher", "inline", *extra]) == 2
+    cfg, out = _config(tmp_path), tmp_path / "o"
+    out.mkdir()  # an existing --out (an earlier run's)
+    extra = [x.format(cfg=cfg, out=out) for x in extra]
+    assert main(["run", str(cfg), "--out", str(out), "--launcher", "inline", *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and said in err[0], err
 

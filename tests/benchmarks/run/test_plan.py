@@ -150,6 +150,16 @@ def test_a_cells_seconds_from_its_measured_cost_capped_by_its_config():
     assert P.cell_seconds(longer, stopped, "s")[0] == 310.0  # min(50 x 10, 300) + 10
 
 
+def test_predicted_seconds_are_this_machines_for_the_cells_it_can_predict(monkeypatch):
+    monkeypatch.setattr(P, "this_device", lambda cuda=False: DEV)
+    known, unknown = _cells(["linear", "broken"])
+    recs = [_record("linear", 0, 90.0, 9, 100.0, suite="elsewhere")]  # the run's own records, already loaded
+    assert P.predicted_seconds([known, unknown], "s", records=recs) == {known.cell_id: 100.0}
+    monkeypatch.setattr(P, "this_device", lambda cuda=False: DEV if not cuda else "cpu-2core-x")
+    gpu = type(known)(**{**known.__dict__, "config": {**known.config, "device": "cuda"}})
+    assert P.predicted_seconds([gpu], "s", records=recs) == {}  # CUDA cells, no CUDA here: nothing to weigh by
+
+
 def test_pool_size_never_gives_packed_gpu_workers_more_threads_than_cores():
     assert P.pool_size(None, 0, None, 2) == (1, 2, 1)
     assert P.pool_size(2, 0, None, 2) == (2, 1, 1)
