@@ -168,15 +168,21 @@ def point_train(*, cell: dict, device: str, data_dir: str | None, cache_dir: str
     from benchmarks.run.runner import DEFAULT_CACHE, RunOptions
 
     nthreads = set_threads(threads)
+    from benchmarks.run.callbacks import compile_mode
+
     c = Cell(**cell)
     t = c.config["trainer"]
+    # a compiled network runs no graph under a TorchDispatchMode (the sync counter), so a compiled
+    # cell's syncs are not counted (None) on either side; the bare loop runs the same compiled network
+    compiled = compile_mode(t.get("compile")) is not None
     cells, bares, statuses = [], [], []
     loader = None
     with tempfile.TemporaryDirectory(prefix="attnbench-train-") as tmp:
         opts = RunOptions(out=Path(tmp), data_dir=Path(data_dir) if data_dir else None,
                           cache_dir=Path(cache_dir) if cache_dir else DEFAULT_CACHE, log=lambda s: None)
         for k in range(rounds):
-            probe = StepProbe(warmup=warmup, steps=steps, sync_steps=sync_steps, profile_steps=profile_steps,
+            probe = StepProbe(warmup=warmup, steps=steps, sync_steps=0 if compiled else sync_steps,
+                              profile_steps=profile_steps,
                               target_s=target_s if k == 0 else None, min_steps=min_steps)
             rec = probed_cell(c, "bench_train", opts, probe)
             if probe.module is None or not probe.segments:
@@ -187,8 +193,8 @@ def point_train(*, cell: dict, device: str, data_dir: str | None, cache_dir: str
             if loader is None:
                 loader = _loader_rate(probe.datamodule, loader_batches)
             bares.append(bare_loop(probe.module, probe.batches, device=device, precision=t["precision"],
-                                   clip=t.get("gradient_clip_val"), warmup=warmup, steps=steps, sync_steps=sync_steps,
-                                   profile_steps=profile_steps))
+                                   clip=t.get("gradient_clip_val"), warmup=warmup, steps=steps,
+                                   sync_steps=0 if compiled else sync_steps, profile_steps=profile_steps))
             del probe
     ratios = [a["steps_per_s"] / b["steps_per_s"] for a, b in zip(cells, bares)]
     med = lambda rs, k: statistics.median(r[k] for r in rs) if all(r.get(k) is not None for r in rs) else None
@@ -203,7 +209,7 @@ def point_train(*, cell: dict, device: str, data_dir: str | None, cache_dir: str
         "cell_ops_per_step": cells[-1].get("ops_per_step"), "bare_ops_per_step": bares[-1].get("ops_per_step"),
         "cell_gpu_busy": med(cells, "gpu_busy_fraction"), "bare_gpu_busy": med(bares, "gpu_busy_fraction"),
         "loader_batches_per_s": loader, "cell_rounds": cells, "bare_rounds": bares, "cell_status": statuses,
-        "timed_steps": steps,
+        "timed_steps": steps, "compile": compile_mode(t.get("compile")),
         "threads": nthreads, "attn_core_sha1": attn_core_fingerprint(),
     }
 

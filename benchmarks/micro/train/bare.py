@@ -37,7 +37,12 @@ def bare_step(module: Any, *, precision: str, clip: float | None) -> tuple[Calla
     dtype = AUTOCAST.get(precision)
     dev_type = next(module.parameters()).device.type
 
+    # the cell's compiled network (trainer.compile) stays compiled: with CUDA graphs each step is a new one
+    compiled = getattr(getattr(module, "net", None), "_compiled_call_impl", None) is not None
+
     def step(batch: Any) -> None:
+        if compiled:
+            torch.compiler.cudagraph_mark_step_begin()
         opt.zero_grad(set_to_none=True)
         with torch.autocast(dev_type, dtype=dtype) if dtype is not None else contextlib.nullcontext():
             out = module.step(batch, "train")
