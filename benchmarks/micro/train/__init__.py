@@ -268,7 +268,7 @@ def plot_results(doc: dict, path: str | Path) -> None:
 _KEEP = ("status", "reason", "cell_steps_per_s", "bare_steps_per_s", "ratio", "ratio_min", "ratio_max", "ratios",
          "cell_syncs_per_step", "bare_syncs_per_step", "cell_syncs_by_op", "bare_syncs_by_op", "cell_ops_per_step",
          "bare_ops_per_step", "cell_gpu_busy", "bare_gpu_busy", "loader_batches_per_s", "cell_status", "cell_rounds",
-         "bare_rounds", "timed_steps") + KEEP_RUN
+         "bare_rounds", "timed_steps", "compile") + KEEP_RUN
 
 
 def _fmt(v: Any, spec: str = ".1f") -> str:
@@ -279,7 +279,7 @@ def _line(k: int, n: int, p: dict, r: dict) -> str:
     return status_line(f"[{k:>{len(str(n))}}/{n}] {p['method']:<28}", r, lambda r: (
         f"cell {_fmt(r['cell_steps_per_s'])} /s, bare {_fmt(r['bare_steps_per_s'])} /s, ratio {r['ratio']:.3f} "
         f"({r['ratio_min']:.3f}..{r['ratio_max']:.3f}); syncs/step {_fmt(r['cell_syncs_per_step'], '.1f')} vs "
-        f"{_fmt(r['bare_syncs_per_step'], '.1f')}; aten ops/step {_fmt(r.get('cell_ops_per_step'), '.0f')} vs "
+        f"{_fmt(r['bare_syncs_per_step'], '.1f')}{' (compiled: not counted)' if r.get('compile') else ''}; aten ops/step {_fmt(r.get('cell_ops_per_step'), '.0f')} vs "
         f"{_fmt(r.get('bare_ops_per_step'), '.0f')}; loader {_fmt(r['loader_batches_per_s'])} batches/s"
         + (f"; GPU busy {_fmt(r['cell_gpu_busy'], '.2f')} vs {_fmt(r['bare_gpu_busy'], '.2f')}"
            if r.get("cell_gpu_busy") is not None else "")))
@@ -293,7 +293,8 @@ def table(points: list[dict]) -> str:
         if r["status"] != "ok":
             rows.append(f"| {r['method']} | {r['status']}: {r.get('reason', '')} | | | | | |")
             continue
-        rows.append(f"| {r['method']} | {r['cell_steps_per_s']:.1f} | {r['bare_steps_per_s']:.1f} | {r['ratio']:.3f} "
+        compiled = f" (compile: {r['compile']})" if r.get("compile") else ""
+        rows.append(f"| {r['method']}{compiled} | {r['cell_steps_per_s']:.1f} | {r['bare_steps_per_s']:.1f} | {r['ratio']:.3f} "
                     f"({r['ratio_min']:.3f}..{r['ratio_max']:.3f}) | {_fmt(r['cell_syncs_per_step'])} / "
                     f"{_fmt(r['bare_syncs_per_step'])} | {_fmt(r.get('cell_ops_per_step'), '.0f')} / "
                     f"{_fmt(r.get('bare_ops_per_step'), '.0f')} | {_fmt(r['loader_batches_per_s'])} |")

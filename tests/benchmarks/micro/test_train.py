@@ -280,3 +280,25 @@ def test_on_a_gpu_run_reads_of_host_tensors_are_no_syncs():
         float(x.sum())
         torch.nonzero(x)
     assert syncs.total == 0
+
+
+def test_a_compiled_cell_is_measured_with_its_syncs_left_uncounted(tmp_path, monkeypatch):
+    # reduce-overhead compiles with fullgraph=True, and torch.compile runs no graph under a
+    # TorchDispatchMode (the sync counter): before the fix every compiled row failed, in the cell
+    # path or in the bare loop that reuses the cell's compiled network
+    from benchmarks.run import callbacks as CB
+
+    monkeypatch.setitem(CB.COMPILE_KWARGS, "backend", "eager")  # a real graph, no inductor codegen
+    out = tmp_path / "out"
+    cfg = _config(tmp_path, rounds=1, suite_set=["trainer.compile=reduce-overhead"])
+    assert cli(["bench", "train", "--config", cfg, "--out", str(out)]) == 0
+    (p,) = json.loads((out / "bench_train.json").read_text())["points"]
+    assert p["status"] == "ok", p.get("reason")
+    assert p["compile"] == "reduce-overhead" and p["cell_status"] == ["ok"]
+    assert p["cell_steps_per_s"] > 0 and p["bare_steps_per_s"] > 0
+    assert p["cell_syncs_per_step"] is None and p["bare_syncs_per_step"] is None
+    # uncompiled, both sides count them
+    cfg = _config(tmp_path, rounds=1)
+    assert cli(["bench", "train", "--config", cfg, "--out", str(out)]) == 0
+    (p,) = json.loads((out / "bench_train.json").read_text())["points"]
+    assert p["compile"] is None and p["cell_syncs_per_step"] == 0 and p["bare_syncs_per_step"] == 0
