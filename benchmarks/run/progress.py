@@ -6,6 +6,9 @@ The ETA weighs each cell by its predicted seconds when the run has them (the pla
 :func:`benchmarks.run.plan.predicted_seconds`): a run that starts its longest cells first would
 otherwise extrapolate their pace to every cell (the vision search's first two ResNets put it at 23 h).
 Unpredicted cells weigh the mean of the others; with no prediction at all, every cell weighs the same.
+A running cell counts for the time it has run so far (from its claim, since this run started), at most
+:data:`RUNNING_CREDIT` of its weight: without that, the ETA of a run whose cells take an hour each grows
+by the minutes that pass until the next one finishes (the vision search read 312, then 406 min, in 10 min).
 
 On a terminal it is a bar (tqdm) under the log lines; in a log file, a plain line when the counts
 change (at most every ``every_s`` seconds), and every ``heartbeat_s`` seconds with the ETA alone."""
@@ -21,11 +24,29 @@ from typing import Any, Callable, Iterable, Mapping, TextIO
 __all__ = ["Counts", "SuiteProgress", "count_cells", "finished_share", "format_counts"]
 
 
+#: the most of its predicted seconds a running cell is credited with, however long it has run
+RUNNING_CREDIT = 0.9
+
+
 class Counts(dict):
     """``{"done", "failed", "running", "pending"}`` -> number of this run's cells; ``finished``: the
-    ids of those done or failed."""
+    ids of those done or failed; ``running_since``: running cell id -> when its claim was made
+    (epoch seconds; absent where the claim does not say)."""
 
     finished: frozenset = frozenset()
+    running_since: Mapping[str, float] = {}
+
+
+def _claimed_at(claim: Path) -> float | None:
+    """When ``claim`` was made (its ``claimed`` field, epoch seconds), or None."""
+    import json
+    from datetime import datetime
+
+    try:
+        return datetime.strptime(json.loads(claim.read_text(encoding="utf-8"))["claimed"],
+                                 "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def count_cells(out: Path, cells: list[Any], seen: dict[str, Any]) -> Counts:
@@ -35,7 +56,7 @@ def count_cells(out: Path, cells: list[Any], seen: dict[str, Any]) -> Counts:
     from benchmarks.run.records import on_disk, same_record
     from benchmarks.run.worker import record_target
 
-    c, finished = Counts(done=0, failed=0, running=0, pending=0), set()
+    c, finished, since = Counts(done=0, failed=0, running=0, pending=0), set(), {}
     for cell in cells:
         target = record_target(out, cell)
         rec = on_disk(target)
@@ -45,30 +66,46 @@ def count_cells(out: Path, cells: list[Any], seen: dict[str, Any]) -> Counts:
             finished.add(cell.cell_id)
         elif claim.exists() and not C.is_stale(claim):
             c["running"] += 1
+            at = _claimed_at(claim)
+            if at is not None:
+                since[cell.cell_id] = at
         else:
             c["pending"] += 1
-    c.finished = frozenset(finished)
+    c.finished, c.running_since = frozenset(finished), since
     return c
 
 
-def finished_share(finished: Iterable[str], cells: list[Any], weights: Mapping[str, float] | None) -> float | None:
+def finished_share(finished: Iterable[str], cells: list[Any], weights: Mapping[str, float] | None, *,
+                   running: Mapping[str, float] | None = None, since: float | None = None,
+                   now: float | None = None) -> float | None:
     """The share of the run's predicted work in the ``finished`` cells (``weights``: cell id ->
-    predicted seconds; a cell without one weighs the mean of the others); ``None`` without weights."""
+    predicted seconds; a cell without one weighs the mean of the others), plus what the ``running``
+    cells (id -> epoch seconds they started) have done: the seconds each has run since ``since``
+    (the run's start; earlier work is not this run's pace) until ``now``, at most
+    :data:`RUNNING_CREDIT` of its weight. ``None`` without weights."""
     known = [w for w in (weights or {}).values() if w > 0]
     if not known:
         return None
     fill = sum(known) / len(known)
     w = {c.cell_id: (weights or {}).get(c.cell_id) or fill for c in cells}
     total = sum(w.values())
-    return sum(w[cid] for cid in finished if cid in w) / total if total else None
+    if not total:
+        return None
+    done = sum(w[cid] for cid in finished if cid in w)
+    for cid, start in (running or {}).items() if now is not None else ():
+        if cid in w and cid not in finished:  # a weight is the cell's predicted seconds
+            done += min(max(now - max(start, since if since is not None else start), 0.0), RUNNING_CREDIT * w[cid])
+    return done / total
 
 
 def format_counts(c: Counts, total: int, elapsed_s: float, share: float | None = None) -> str:
     """``12/62 finished (1 failed), 2 running, 48 pending, ETA 3.1 min``: the ETA from the pace so
-    far, of the finished ``share`` of the predicted work when given, else of the finished cells."""
+    far, of the ``share`` of the predicted work done when given (:func:`finished_share`), else of the
+    finished cells."""
     finished = c["done"] + c["failed"]
     done = share if share is not None else (finished / total if total else 0.0)
-    eta = f", ETA {elapsed_s / done * (1 - done) / 60:.1f} min" if finished and finished < total and 0 < done < 1 else ""
+    # with a share, running cells count too: an ETA before the first cell finishes
+    eta = f", ETA {elapsed_s / done * (1 - done) / 60:.1f} min" if finished < total and 0 < done < 1 else ""
     return (f"{finished}/{total} finished ({c['failed']} failed), {c['running']} running, {c['pending']} pending"
             f"{eta}")
 
@@ -92,7 +129,7 @@ class SuiteProgress:
 
             self.bar = tqdm(total=self.total, unit="cell", file=stream, dynamic_ncols=True, leave=True,
                             desc="cells")
-        self.t0 = time.monotonic()
+        self.t0, self.t0_wall = time.monotonic(), time.time()
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._last_line, self._last_counts = 0.0, None
@@ -129,7 +166,9 @@ class SuiteProgress:
     def update(self, final: bool = False) -> Counts:
         c = count_cells(self.out, self.cells, self.seen)
         now = time.monotonic()
-        text = format_counts(c, self.total, now - self.t0, finished_share(c.finished, self.cells, self.weights))
+        share = finished_share(c.finished, self.cells, self.weights, running=c.running_since, since=self.t0_wall,
+                               now=time.time())
+        text = format_counts(c, self.total, now - self.t0, share)
         with self._lock:
             if self.bar is not None:
                 self.bar.n = c["done"] + c["failed"]

@@ -4,10 +4,11 @@ written since the run started, live claims), a bar on a terminal, plain lines in
 from __future__ import annotations
 
 import io
+import time
 
 from benchmarks.run import claims as C
 from benchmarks.run import records as R
-from benchmarks.run.progress import SuiteProgress, count_cells, finished_share, format_counts
+from benchmarks.run.progress import RUNNING_CREDIT, SuiteProgress, count_cells, finished_share, format_counts
 from benchmarks.config.suite import Cell
 from benchmarks.run.worker import record_target
 
@@ -53,6 +54,42 @@ def test_the_eta_weighs_the_cells_by_their_predicted_seconds():
     # the longest cell first: its 10 min were half the work, not a quarter
     assert format_counts(c, 4, 600.0, 0.5).endswith("ETA 10.0 min")
     assert format_counts(c, 4, 600.0).endswith("ETA 30.0 min")  # without weights: by the count of cells
+
+
+def test_running_cells_count_for_the_time_they_have_run_at_most_most_of_their_weight():
+    cells = _cells(4)
+    a, b, c, d = (x.cell_id for x in cells)
+    weights = {a: 60.0, b: 15.0, c: 15.0}  # d: unknown, weighs 30 (the mean); 120 s in all
+    now = 10_000.0
+    assert finished_share([a], cells, weights, running={b: now - 10}, now=now) == 70 / 120
+    # only what ran since this run started counts (another driver's earlier work is not this run's pace)
+    assert finished_share([a], cells, weights, running={d: now - 100}, since=now - 5, now=now) == 65 / 120
+    # a cell past its prediction is not done: at most RUNNING_CREDIT of its weight
+    assert finished_share([a], cells, weights, running={b: now - 1000}, now=now) == (60 + 15 * RUNNING_CREDIT) / 120
+    assert finished_share([a], cells, weights, running={b: now - 10}) == 0.5  # no clock given: finished only
+    assert finished_share([], cells, None, running={b: now - 10}, now=now) is None
+    # so an ETA comes before the first cell finishes, and it stops growing while a long cell runs
+    first = {"done": 0, "failed": 0, "running": 1, "pending": 3}
+    assert format_counts(first, 4, 30.0, 30 / 120).endswith("ETA 1.5 min")
+    # (60 s for the first cell, then d runs: at its predicted pace 60 - t seconds are left)
+    mid = {"done": 1, "failed": 0, "running": 1, "pending": 2}
+    eta = [format_counts(mid, 4, 60.0 + t, finished_share([a], cells, weights, running={d: now}, now=now + t))
+           for t in (10, 25)]
+    assert [line.rsplit("ETA ", 1)[1] for line in eta] == ["0.8 min", "0.6 min"]
+    grew = [format_counts(mid, 4, 60.0 + t, finished_share([a], cells, weights)) for t in (10, 25)]
+    assert [line.rsplit("ETA ", 1)[1] for line in grew] == ["1.2 min", "1.4 min"]  # finished cells only
+
+
+def test_a_running_cells_start_comes_from_its_claim(tmp_path):
+    cells, seen = _cells(2), {}
+    held = C.claim(C.claim_path(record_target(tmp_path, cells[0])))
+    try:
+        c = count_cells(tmp_path, cells, seen)
+        assert c["running"] == 1 and set(c.running_since) == {cells[0].cell_id}
+        assert abs(c.running_since[cells[0].cell_id] - time.time()) < 5
+    finally:
+        held.release()
+    assert count_cells(tmp_path, cells, seen).running_since == {}
 
 
 def test_a_log_line_when_the_counts_change_or_at_the_heartbeat(tmp_path, monkeypatch):
