@@ -165,11 +165,10 @@ def point_train(*, cell: dict, device: str, data_dir: str | None, cache_dir: str
     from benchmarks.micro.common import attn_core_fingerprint
     from benchmarks.micro.train.bare import bare_loop
     from benchmarks.micro.train.probe import StepProbe, probed_cell
+    from benchmarks.run.callbacks import compile_mode
     from benchmarks.run.runner import DEFAULT_CACHE, RunOptions
 
     nthreads = set_threads(threads)
-    from benchmarks.run.callbacks import compile_mode
-
     c = Cell(**cell)
     t = c.config["trainer"]
     # a compiled network runs no graph under a TorchDispatchMode (the sync counter), so a compiled
@@ -194,7 +193,8 @@ def point_train(*, cell: dict, device: str, data_dir: str | None, cache_dir: str
                 loader = _loader_rate(probe.datamodule, loader_batches)
             bares.append(bare_loop(probe.module, probe.batches, device=device, precision=t["precision"],
                                    clip=t.get("gradient_clip_val"), warmup=warmup, steps=steps,
-                                   sync_steps=0 if compiled else sync_steps, profile_steps=profile_steps))
+                                   sync_steps=0 if compiled else sync_steps, profile_steps=profile_steps,
+                                   compiled=compiled))
             del probe
     ratios = [a["steps_per_s"] / b["steps_per_s"] for a, b in zip(cells, bares)]
     med = lambda rs, k: statistics.median(r[k] for r in rs) if all(r.get(k) is not None for r in rs) else None
@@ -279,7 +279,8 @@ def _line(k: int, n: int, p: dict, r: dict) -> str:
     return status_line(f"[{k:>{len(str(n))}}/{n}] {p['method']:<28}", r, lambda r: (
         f"cell {_fmt(r['cell_steps_per_s'])} /s, bare {_fmt(r['bare_steps_per_s'])} /s, ratio {r['ratio']:.3f} "
         f"({r['ratio_min']:.3f}..{r['ratio_max']:.3f}); syncs/step {_fmt(r['cell_syncs_per_step'], '.1f')} vs "
-        f"{_fmt(r['bare_syncs_per_step'], '.1f')}{' (compiled: not counted)' if r.get('compile') else ''}; aten ops/step {_fmt(r.get('cell_ops_per_step'), '.0f')} vs "
+        f"{_fmt(r['bare_syncs_per_step'], '.1f')}{' (compiled: not counted)' if r.get('compile') else ''}; "
+        f"aten ops/step {_fmt(r.get('cell_ops_per_step'), '.0f')} vs "
         f"{_fmt(r.get('bare_ops_per_step'), '.0f')}; loader {_fmt(r['loader_batches_per_s'])} batches/s"
         + (f"; GPU busy {_fmt(r['cell_gpu_busy'], '.2f')} vs {_fmt(r['bare_gpu_busy'], '.2f')}"
            if r.get("cell_gpu_busy") is not None else "")))
@@ -294,7 +295,8 @@ def table(points: list[dict]) -> str:
             rows.append(f"| {r['method']} | {r['status']}: {r.get('reason', '')} | | | | | |")
             continue
         compiled = f" (compile: {r['compile']})" if r.get("compile") else ""
-        rows.append(f"| {r['method']}{compiled} | {r['cell_steps_per_s']:.1f} | {r['bare_steps_per_s']:.1f} | {r['ratio']:.3f} "
+        rows.append(f"| {r['method']}{compiled} | {r['cell_steps_per_s']:.1f} | {r['bare_steps_per_s']:.1f} "
+                    f"| {r['ratio']:.3f} "
                     f"({r['ratio_min']:.3f}..{r['ratio_max']:.3f}) | {_fmt(r['cell_syncs_per_step'])} / "
                     f"{_fmt(r['bare_syncs_per_step'])} | {_fmt(r.get('cell_ops_per_step'), '.0f')} / "
                     f"{_fmt(r.get('bare_ops_per_step'), '.0f')} | {_fmt(r['loader_batches_per_s'])} |")

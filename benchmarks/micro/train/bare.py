@@ -23,8 +23,11 @@ AUTOCAST = {"32-true": None, "32": None, "64-true": None, "bf16-mixed": torch.bf
             "bf16-true": None}
 
 
-def bare_step(module: Any, *, precision: str, clip: float | None) -> tuple[Callable[[Any], None], Any]:
-    """``(step(batch), optimizer)``: one optimisation step of ``module`` without Lightning."""
+def bare_step(module: Any, *, precision: str, clip: float | None,
+              compiled: bool = False) -> tuple[Callable[[Any], None], Any]:
+    """``(step(batch), optimizer)``: one optimisation step of ``module`` without Lightning;
+    ``compiled``: its network is the cell's compiled one (``trainer.compile``), so each step
+    begins a new CUDA-graph step."""
     conf = module.configure_optimizers()
     sched = None
     if isinstance(conf, dict):
@@ -36,9 +39,6 @@ def bare_step(module: Any, *, precision: str, clip: float | None) -> tuple[Calla
         raise ValueError("precision 16-mixed (gradient scaling) has no bare loop here; use bf16-mixed or 32-true")
     dtype = AUTOCAST.get(precision)
     dev_type = next(module.parameters()).device.type
-
-    # the cell's compiled network (trainer.compile) stays compiled: with CUDA graphs each step is a new one
-    compiled = getattr(getattr(module, "net", None), "_compiled_call_impl", None) is not None
 
     def step(batch: Any) -> None:
         if compiled:
@@ -57,16 +57,16 @@ def bare_step(module: Any, *, precision: str, clip: float | None) -> tuple[Calla
 
 
 def bare_loop(module: Any, batches: list, *, device: str, precision: str, clip: float | None, warmup: int,
-              steps: int, sync_steps: int, profile_steps: int = 0) -> dict[str, Any]:
+              steps: int, sync_steps: int, profile_steps: int = 0, compiled: bool = False) -> dict[str, Any]:
     """Time ``steps`` bare steps after ``warmup`` (one synchronisation at each end), count the
     syncs of ``sync_steps`` more and, on CUDA, profile ``profile_steps`` for the GPU busy
-    fraction. Same keys as :meth:`StepProbe.summary`."""
+    fraction (``compiled``: as :func:`bare_step`). Same keys as :meth:`StepProbe.summary`."""
     dev = torch.device(device)
     module.to(dev).train()
     if not batches:
         raise ValueError("no batches to train on")
     batches = [module.transfer_batch_to_device(b, dev, 0) for b in batches]  # a no-op where they are already
-    step, _ = bare_step(module, precision=precision, clip=clip)
+    step, _ = bare_step(module, precision=precision, clip=clip, compiled=compiled)
     cuda = dev.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     k = 0

@@ -126,6 +126,17 @@ def test_bare_step_matches_a_hand_written_loop():
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_compiled_networks_bare_step_begins_a_cuda_graph_step_each_time(compiled, monkeypatch):
+    marks = []
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
+    module = toy_task.TASKS.get("toy").make_module(torch.nn.Linear(4, 2), {}, lr=0.05)
+    step, _ = bare_step(module, precision="32-true", clip=None, compiled=compiled)
+    for _ in range(3):
+        step((torch.randn(8, 4), torch.randint(0, 2, (8,))))
+    assert len(marks) == (3 if compiled else 0)
+
+
 def test_bare_loop_measures_the_phases():
     module = toy_task.TASKS.get("toy").make_module(torch.nn.Linear(4, 2), {}, lr=0.05)
     batches = [(torch.randn(8, 4), torch.randint(0, 2, (8,)))]
