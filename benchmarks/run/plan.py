@@ -238,7 +238,7 @@ def predicted_seconds(cells: Sequence[Any], suite: str | None, out: str | os.Pat
     """cell_id -> the seconds :func:`cell_seconds` predicts from this machine's measured costs
     (``out``'s records: ``records`` when already loaded), for the cells it can predict; ``{}`` when
     none can be (no costs here, or CUDA cells and no CUDA here). The progress's ETA weighs the cells
-    by it: only their ratios count."""
+    by it, and credits a running cell with the seconds it has run, up to most of its prediction."""
     cuda = any(c.config.get("device") == "cuda" for c in cells)
     try:
         device = this_device(cuda)

@@ -92,9 +92,11 @@ def finished_share(finished: Iterable[str], cells: list[Any], weights: Mapping[s
     if not total:
         return None
     done = sum(w[cid] for cid in finished if cid in w)
-    for cid, start in (running or {}).items() if now is not None else ():
-        if cid in w and cid not in finished:  # a weight is the cell's predicted seconds
-            done += min(max(now - max(start, since if since is not None else start), 0.0), RUNNING_CREDIT * w[cid])
+    if now is not None:
+        for cid, start in (running or {}).items():
+            if cid in w and cid not in finished:  # a weight is the cell's predicted seconds
+                ran = now - (start if since is None else max(start, since))
+                done += min(max(ran, 0.0), RUNNING_CREDIT * w[cid])
     return done / total
 
 
