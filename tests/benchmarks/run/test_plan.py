@@ -64,7 +64,8 @@ def test_the_device_key_names_the_machine_as_the_reference_folders_do(env, key):
 
 
 def _outside_tuning(records: list[dict[str, Any]], folder: Path) -> list[dict[str, Any]]:
-    return [r for r in records if "tuning" not in Path(r["_path"]).relative_to(folder).parts]
+    """The records a run trained in ``folder``: not a search's trials, nor their copies (``--reuse``)."""
+    return [r for r in records if "tuning" not in Path(r["_path"]).relative_to(folder).parts and not r.get("reused")]
 
 
 def test_the_reference_folders_with_records_have_their_costs_committed():
@@ -79,10 +80,12 @@ def test_the_reference_folders_with_records_have_their_costs_committed():
 
 def test_a_tuning_search_that_pools_machines_names_each_in_its_readme():
     """A search may reuse another machine's same-id trials (its budget is in epochs); its README
-    must then name every machine whose records it holds, by its device key."""
-    for search in sorted(P.REFERENCE_DIR.glob("*/tuning/*")):
+    must then name every machine whose records it holds, by its device key. So must a run whose
+    records are a search's trials, copied by ``--reuse``."""
+    reused = {p.parent for p in P.REFERENCE_DIR.glob("*/*/runs") if any(r.get("reused") for r in R.load_records(p.parent))}
+    for search in sorted(P.REFERENCE_DIR.glob("*/tuning/*")) + sorted(reused):  # and the runs that copied trials
         devices = {P.device_key(r.get("env") or {}) for r in R.load_records(search)} if search.is_dir() else set()
-        if devices - {search.parent.parent.name}:
+        if devices - {search.relative_to(P.REFERENCE_DIR).parts[0]}:  # the machine folder it is in
             readmes = " ".join(p.read_text() for p in (search / "README.md", search.parent / "README.md") if p.exists())
             assert sorted(d for d in devices if d not in readmes) == [], search
 
@@ -291,6 +294,7 @@ def test_a_resumed_runs_plan_counts_only_the_cells_it_would_train(tmp_path, monk
     always, a failed one unless ``retry_failed``; ``force`` plans them all again."""
     register()
     monkeypatch.setattr(P, "REFERENCE_DIR", tmp_path / "reference")
+    monkeypatch.setattr(P, "this_device", lambda cuda=False: DEV)  # the records' machine, whatever runs the test
     cfg = validate_suite({"suite": "s", "seeds": 2, "trainer": {"max_epochs": 5, "accelerator": "cpu"},
                           "cells": [{"task": "toy", "dataset": "points", "models": ["linear", "broken"]}]}, source="t.yaml")
     cells = expand(cfg)  # linear 0, linear 1, broken 0, broken 1
