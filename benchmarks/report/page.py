@@ -26,7 +26,7 @@ import yaml
 from benchmarks.report import stats
 from benchmarks.report.analysis import analyse, best_of
 from benchmarks.report.diagnostics import as_json, evaluate
-from benchmarks.report.budget import held_equal
+from benchmarks.report.budget import held_equal, machine_label
 from benchmarks.report.by_length import bin_label, length_rows, plot_name
 from benchmarks.report.page_predicts import predicts_blocks
 from benchmarks.report.page_verdicts import VERDICT_WORD, family_verdict, pair_verdict as _verdict
@@ -158,7 +158,15 @@ def _best_baseline(g: Group) -> ModelResult | None:
     return max(cands, key=lambda m: sign * m.mean) if cands else None
 
 
+def _one_machine(*models: ModelResult | None) -> bool:
+    """Whether every record of ``models`` ran on one machine (only then do their train times compare)."""
+    return len({machine_label(r.get("env") or {}) for m in models if m for r in m.ok}) <= 1
+
+
 def _ratio(a: ModelResult | None, b: ModelResult | None, key: str) -> float | None:
+    """``a``'s ``key`` over ``b``'s; a time ratio only when both models ran on one machine."""
+    if key.startswith("train_time") and not _one_machine(a, b):
+        return None
     x, y = (a.cost.get(key) if a else None), (b.cost.get(key) if b else None)
     return x / y if isinstance(x, (int, float)) and isinstance(y, (int, float)) and y else None
 
@@ -167,6 +175,8 @@ def _cost(g: Group) -> str:
     att, base = best_of(g, "attention"), _best_baseline(g)
     parts = [f"{what} {r:.2g}x" for key, what in (("train_time_s_mean", "train time"), ("params", "params"))
              if (r := _ratio(att, base, key)) is not None]
+    if not _one_machine(att, base):
+        parts.insert(0, "train time – (two machines)")
     return ", ".join(parts) or "–"
 
 
@@ -243,9 +253,10 @@ def _summary_blocks(runs: list[_Run]) -> list[Block]:
                   f"is significant (with identical seeds, the exact permutation test); 'level (±m)': two one-sided "
                   f"tests (TOST) put the difference within the run's stated margin m; 'undecided': neither, more "
                   f"seeds needed. Learning rates: 'tuned', each model's chosen on validation over one grid for every "
-                  f"family (`attnbench tune`; the config names the file), or 'hand-set' in the config. Cost: the "
+                  f"family (`attnbench tune`; the config names the file; in brackets the models whose rate is the grid's "
+                  f"first or last, so the best may lie beyond it), or 'hand-set' in the config. Cost: the "
                   f"best attention model's mean train time and parameters over the best "
-                  f"baseline's (RNN, CNN or modern recurrence, by mean)."),
+                  f"baseline's (RNN, CNN or modern recurrence, by mean); no time ratio where the two ran on different machines."),
         Table(["domain / task", "metric", "best attention", "vs best RNN", "vs best CNN", "held equal",
                "learning rates", "attention's cost vs best baseline", "run"], rows),
     ]

@@ -296,13 +296,37 @@ def _minmax(vals: list[Any], scope: Scope) -> tuple[float, float]:
 
 def learning_rates(folder: Path | None) -> str:
     """How a run set its learning rates, from its manifest (``suite.json``): ``tuned`` when its
-    config named a tuning file (each model's rate chosen on validation by ``attnbench tune``),
-    ``hand-set`` when not, ``–`` without a manifest."""
+    config named a tuning file (each model's rate chosen on validation by ``attnbench tune``), with
+    the models whose rate is at the grid's edge (the search did not bracket it), ``hand-set`` when
+    not, ``–`` without a manifest."""
     try:
         cfg = json.loads((folder / "suite.json").read_text(encoding="utf-8")).get("config") if folder else None
     except (OSError, ValueError, AttributeError):
         cfg = None
-    return "–" if not isinstance(cfg, dict) else "tuned" if cfg.get("tuning") else "hand-set"
+    if not isinstance(cfg, dict):
+        return "–"
+    if not cfg.get("tuning"):
+        return "hand-set"
+    edge = _at_grid_edge(str(cfg["tuning"]))
+    return f"tuned ({', '.join(edge)} at the grid's edge)" if edge else "tuned"
+
+
+def _at_grid_edge(tuning: str) -> list[str]:
+    """The models of tuning file ``tuning`` (as the manifest names it: absolute on the machine that
+    ran it, so else the committed file of that name) whose chosen rate is the grid's first or last."""
+    import yaml
+
+    from benchmarks.config.tuning import TUNING_DIR
+    from benchmarks.report.tuning import grid_edge
+
+    path = Path(tuning) if Path(tuning).is_file() else TUNING_DIR / Path(tuning).name
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return []
+    entries = doc.get("entries") if isinstance(doc, dict) else None
+    return sorted({e["model"] for e in entries or [] if isinstance(e, dict) and "model" in e
+                   and grid_edge(doc, e.get("chosen"))})
 
 
 def fill(text: str, scope: Scope, where: str) -> str:

@@ -86,7 +86,16 @@ def test_cli_page(capsys):
 def test_learning_rates_are_read_from_each_runs_manifest(tmp_path):
     from benchmarks.report.page_facts import learning_rates
 
-    for name, config, want in [("tuned", {"tuning": "/x/benchmarks/configs/tuning/graphs.yaml"}, "tuned"),
+    edge = tmp_path / "edge.yaml"  # a grid of three rates; mlp at its top, gcn inside it
+    edge.write_text(json.dumps({"search": {"grid": [{"lr": 0.001}, {"lr": 0.01}, {"lr": 0.1}]},
+                                "entries": [{"model": "mlp", "chosen": {"lr": 0.1}},
+                                            {"model": "gcn", "chosen": {"lr": 0.01}}]}), encoding="utf-8")
+    inside = tmp_path / "inside.yaml"
+    inside.write_text(json.dumps({"search": {"grid": [{"lr": 0.001}, {"lr": 0.01}, {"lr": 0.1}]},
+                                  "entries": [{"model": "gcn", "chosen": {"lr": 0.01}}]}), encoding="utf-8")
+    for name, config, want in [("tuned", {"tuning": str(inside)}, "tuned"),
+                               ("edge", {"tuning": str(edge)}, "tuned (mlp at the grid's edge)"),
+                               ("moved", {"tuning": "/x/no/such/tuning.yaml"}, "tuned"),
                                ("hand", {"tuning": None}, "hand-set"), ("old", {}, "hand-set")]:
         (tmp_path / name).mkdir()
         (tmp_path / name / "suite.json").write_text(json.dumps({"suite": "s", "config": config}), encoding="utf-8")
@@ -100,6 +109,7 @@ def test_learning_rates_are_read_from_each_runs_manifest(tmp_path):
     for line in build_page(PAGE_SPEC).splitlines():  # the summary table comes first
         if line.startswith("| ") and "[full report]" in line:
             rows.setdefault(line.split(" | ")[0].lstrip("| "), line)
-    assert " | tuned | " in rows["Graphs: Cora node classification"]
+    assert " | tuned" in rows["Graphs: Cora node classification"]
     assert " | tuned | " in rows["Translation: Multi30k German to English"]
-    assert " | hand-set | " in rows["Vision: MNIST"]
+    assert " | tuned (cnn, patch_bag, resnet at the grid's edge) | " in rows["Vision: MNIST"]
+    assert " | hand-set | " in rows["Speech: spoken digits (FSDD), utterance classification"]
