@@ -112,4 +112,7 @@ def test_learning_rates_are_read_from_each_runs_manifest(tmp_path):
     assert " | tuned" in rows["Graphs: Cora node classification"]
     assert " | tuned | " in rows["Translation: Multi30k German to English"]
     assert " | tuned (cnn, patch_bag, resnet at the grid's edge) | " in rows["Vision: MNIST"]
+    # its ViT ran on the AVX2 VM, its ResNet on the AVX-512 one: no time ratio; translation's pair shares a machine
+    assert " | train time – (two machines), params 0.2x | " in rows["Vision: MNIST"]
+    assert " | train time 0.77x, params 0.56x | " in rows["Translation: Multi30k German to English"]
     assert " | hand-set | " in rows["Speech: spoken digits (FSDD), utterance classification"]

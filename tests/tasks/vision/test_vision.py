@@ -240,9 +240,8 @@ def test_vision_configs_run_with_only_the_dataset_name_changed(task, config, dat
     changed (and, since vision.yaml names MNIST's tuned rates, ``tuning: null``, which the error
     asks for). Every cell validates and every model builds on that dataset's image size; the ViT
     keeps its 4x4 patch grid."""
-    from benchmarks.config.suite import expand, load_yaml, validate_suite
-
     from benchmarks.config.schema import ConfigError
+    from benchmarks.config.suite import expand, load_yaml, validate_suite
 
     raw = load_yaml(Path(__file__).parents[3] / "benchmarks" / "configs" / f"{config}.yaml")
     for entry in raw["cells"]:
