@@ -240,7 +240,7 @@ def _summary_blocks(runs: list[_Run]) -> list[Block]:
         att = best_of(g, "attention")
         rows.append([run.spec["title"], _unit(g.metric)[1], f"{att.model} {_num(att.mean, g.metric)}" if att else "–",
                      _vs(g, "rnn", verdicts.get((i, "rnn"))), _vs(g, "cnn", verdicts.get((i, "cnn"))),
-                     held_equal(g.models)[0], learning_rates(run.scope.folder), _cost(g), _link(run.folder)])
+                     held_equal(g.models)[0], learning_rates(run.scope.folder, g.task, g.dataset), _cost(g), _link(run.folder)])
     n = len(verdicts)
     raw, held = _tally([w for w, _ in verdicts.values()]), _tally([h for _, h in verdicts.values()])
     return [

@@ -294,10 +294,11 @@ def _minmax(vals: list[Any], scope: Scope) -> tuple[float, float]:
     return min(nums), max(nums)
 
 
-def learning_rates(folder: Path | None) -> str:
+def learning_rates(folder: Path | None, task: str | None = None, dataset: str | None = None) -> str:
     """How a run set its learning rates, from its manifest (``suite.json``): ``tuned`` when its
     config named a tuning file (each model's rate chosen on validation by ``attnbench tune``), with
-    the models whose rate is at the grid's edge (the search did not bracket it), ``hand-set`` when
+    the models whose rate is at the grid's edge (the search did not bracket it; only those of
+    ``task``/``dataset`` when given: a headline row is one dataset of the run), ``hand-set`` when
     not, ``–`` without a manifest."""
     try:
         cfg = json.loads((folder / "suite.json").read_text(encoding="utf-8")).get("config") if folder else None
@@ -307,13 +308,14 @@ def learning_rates(folder: Path | None) -> str:
         return "–"
     if not cfg.get("tuning"):
         return "hand-set"
-    edge = _at_grid_edge(str(cfg["tuning"]))
+    edge = _at_grid_edge(str(cfg["tuning"]), task, dataset)
     return f"tuned ({', '.join(edge)} at the grid's edge)" if edge else "tuned"
 
 
-def _at_grid_edge(tuning: str) -> list[str]:
+def _at_grid_edge(tuning: str, task: str | None = None, dataset: str | None = None) -> list[str]:
     """The models of tuning file ``tuning`` (as the manifest names it: absolute on the machine that
-    ran it, so else the committed file of that name) whose chosen rate is the grid's first or last."""
+    ran it, so else the committed file of that name) whose chosen rate is the grid's first or last,
+    of ``task`` and ``dataset`` where given."""
     import yaml
 
     from benchmarks.config.tuning import TUNING_DIR
@@ -326,6 +328,7 @@ def _at_grid_edge(tuning: str) -> list[str]:
         return []
     entries = doc.get("entries") if isinstance(doc, dict) else None
     return sorted({e["model"] for e in entries or [] if isinstance(e, dict) and "model" in e
+                   and task in (None, e.get("task")) and dataset in (None, e.get("dataset"))
                    and grid_edge(doc, e.get("chosen"))})
 
 

@@ -101,6 +101,18 @@ def test_learning_rates_are_read_from_each_runs_manifest(tmp_path):
         (tmp_path / name / "suite.json").write_text(json.dumps({"suite": "s", "config": config}), encoding="utf-8")
         assert learning_rates(tmp_path / name) == want
     assert learning_rates(tmp_path / "absent") == "–" and learning_rates(None) == "–"
+    # one tuning file, two datasets of a run (speech's two task forms): a headline row names only its own
+    two = tmp_path / "two.yaml"
+    two.write_text(json.dumps({"search": {"grid": [{"lr": 0.001}, {"lr": 0.01}, {"lr": 0.1}]}, "entries": [
+        {"task": "t", "dataset": "a", "model": "cnn", "chosen": {"lr": 0.1}},
+        {"task": "t", "dataset": "b", "model": "lstm", "chosen": {"lr": 0.001}},
+        {"task": "t", "dataset": "b", "model": "cnn", "chosen": {"lr": 0.01}}]}), encoding="utf-8")
+    (tmp_path / "two").mkdir()
+    (tmp_path / "two" / "suite.json").write_text(json.dumps({"config": {"tuning": str(two)}}), encoding="utf-8")
+    assert learning_rates(tmp_path / "two") == "tuned (cnn, lstm at the grid's edge)"
+    assert learning_rates(tmp_path / "two", "t", "a") == "tuned (cnn at the grid's edge)"
+    assert learning_rates(tmp_path / "two", "t", "b") == "tuned (lstm at the grid's edge)"
+    assert learning_rates(tmp_path / "two", "u", "b") == "tuned"
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "suite.json").write_text("{", encoding="utf-8")
     assert learning_rates(tmp_path / "bad") == "–"
@@ -115,4 +127,7 @@ def test_learning_rates_are_read_from_each_runs_manifest(tmp_path):
     # its ViT ran on the AVX2 VM, its ResNet on the AVX-512 one: no time ratio; translation's pair shares a machine
     assert " | train time – (two machines), params 0.2x | " in rows["Vision: MNIST"]
     assert " | train time 0.77x, params 0.56x | " in rows["Translation: Multi30k German to English"]
-    assert " | hand-set | " in rows["Speech: spoken digits (FSDD), utterance classification"]
+    # speech's two forms share one tuning file; each row names only its own form's edge models
+    assert " | tuned (cnn, frame_mlp at the grid's edge) | " in rows["Speech: spoken digits (FSDD), utterance classification"]
+    assert " | tuned (frame_mlp, lstm, transformer, transformer_w32 at the grid's edge) | train time – (two machines)" \
+        in rows["Speech: spoken digits (FSDD), frame tagging of long concatenations"]
