@@ -194,7 +194,7 @@ def resolve_tuning_path(value: str, source: str) -> Path:
     have = tuning_files([c.parent for c in cands] + [TUNING_DIR])
     hint = f"tuning files: {', '.join(have)}" if have else "no tuning file exists yet: attnbench tune CONFIG writes one"
     raise ConfigError(f"{source}: tuning={value!r}: no such file (looked in "
-                      f"{', '.join(display_path(c.parent) for c in cands)}); {hint}; or tuning: null")
+                      f"{', '.join(dict.fromkeys(display_path(c.parent) for c in cands))}); {hint}; or tuning: null")
 
 
 def read_tuning_file(path: str | os.PathLike) -> tuple[dict[str, Any], str]:

@@ -225,3 +225,16 @@ def test_the_section_draws_the_lr_windows_when_given_a_plots_folder(tmp_path):
         for t in e["trials"]:
             t["mean"] = t["ci"] = None
     assert plot_lr_windows(doc, tmp_path / "none.png", "t") is None and not (tmp_path / "none.png").exists()
+
+
+def test_a_missing_tuning_file_lists_each_folder_it_looked_in_once(tmp_path, monkeypatch):
+    """A shipped config lives in benchmarks/configs, one of the folders searched: named once, not twice."""
+    import benchmarks.config.tuning as T
+
+    monkeypatch.setattr(T, "CONFIG_DIR", tmp_path)
+    cfg = tmp_path / "suite.yaml"
+    cfg.write_text("x: 1\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        T.resolve_tuning_path("nope.yaml", str(cfg))
+    looked = str(err.value).split("(looked in ")[1].split(")")[0].split(", ")
+    assert len(looked) == len(set(looked)) == 2, looked  # the config's folder (= CONFIG_DIR) and the current one
